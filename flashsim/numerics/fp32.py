@@ -1,0 +1,112 @@
+"""f32 FFMA / FADD / FMUL / FMNMX as the SM executes them, on uint32 bit patterns.
+
+Exactness argument (no double rounding): f32 operands are exact in float64 and so is an f32
+product (48 significant bits). The sum p + c is computed in float64 with round-to-odd (TwoSum
+gives the exact error; an even result with a nonzero error moves one ulp toward it). Rounding a
+round-to-odd value of >= 24 + 2 bits to f32 with round-to-nearest-even equals rounding the exact
+value once (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums", 2008); this also holds
+for f32 subnormal results, which float64 represents with 53 bits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flashsim.errors import bad_argument
+from flashsim.numerics.formats import F32, as_bits
+
+_CANON_NAN = np.uint32(F32.canonical_nan)  # FFMA/FADD/FMUL produce 0x7FFFFFFF for every NaN result
+_SIGN = np.uint32(0x80000000)
+_EXP = np.uint32(0x7F800000)
+
+
+def _operand(x, name: str, ftz: bool) -> np.ndarray:
+    bits = as_bits(x, F32, name)
+    if ftz:
+        # .ftz: a subnormal operand reads as a zero of the same sign
+        bits = np.where((bits & _EXP) == 0, bits & _SIGN, bits)
+    return bits.view(np.float32).astype(np.float64)
+
+
+def _same_shape(**arrays):
+    shapes = {n: np.shape(a) for n, a in arrays.items()}
+    first = next(iter(shapes.values()))
+    for n, s in shapes.items():
+        if s != first:
+            raise bad_argument(n, s, f"shape differs from the other operands' {first}")
+
+
+def _round_to_odd_sum(p: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """float64 p + c rounded to odd (exact error from TwoSum; finite sums only are adjusted)."""
+    s = p + c
+    bb = s - p
+    err = (p - (s - bb)) + (c - bb)
+    sbits = s.view(np.uint64)
+    fix = np.isfinite(s) & (err != 0) & ((sbits & np.uint64(1)) == 0)
+    toward = np.where(err > 0, np.inf, -np.inf)
+    return np.where(fix, np.nextafter(s, toward), s)
+
+
+def _to_f32(r: np.ndarray, ftz: bool) -> np.ndarray:
+    out = r.astype(np.float32).view(np.uint32)  # one round-to-nearest-even step
+    if ftz:
+        # .ftz on the result: a subnormal result (after rounding) becomes a zero of the same sign
+        out = np.where((out & _EXP) == 0, out & _SIGN, out)
+    return np.where(np.isnan(r), _CANON_NAN, out).astype(np.uint32)
+
+
+def fma(a, b, c, *, ftz: bool = False) -> np.ndarray:
+    """``fma.rn{.ftz}.f32`` (FFMA): a*b + c with a single round-to-nearest-even."""
+    _same_shape(a=a, b=b, c=c)
+    with np.errstate(all="ignore"):
+        p = _operand(a, "a", ftz) * _operand(b, "b", ftz)  # exact: 24 x 24 bits fit in 53
+        return _to_f32(_round_to_odd_sum(p, _operand(c, "c", ftz)), ftz)
+
+
+def add(a, b, *, ftz: bool = False) -> np.ndarray:
+    """``add.rn{.ftz}.f32`` (FADD)."""
+    _same_shape(a=a, b=b)
+    with np.errstate(all="ignore"):
+        return _to_f32(_round_to_odd_sum(_operand(a, "a", ftz), _operand(b, "b", ftz)), ftz)
+
+
+def mul(a, b, *, ftz: bool = False) -> np.ndarray:
+    """``mul.rn{.ftz}.f32`` (FMUL): the float64 product is exact, so one cast rounds correctly."""
+    _same_shape(a=a, b=b)
+    with np.errstate(all="ignore"):
+        return _to_f32(_operand(a, "a", ftz) * _operand(b, "b", ftz), ftz)
+
+
+def _minmax(a, b, ftz: bool, nan: bool, want_max: bool) -> np.ndarray:
+    _same_shape(a=a, b=b)
+    x = as_bits(a, F32, "a")
+    y = as_bits(b, F32, "b")
+    if ftz:
+        x = np.where((x & _EXP) == 0, x & _SIGN, x)
+        y = np.where((y & _EXP) == 0, y & _SIGN, y)
+    fx, fy = x.view(np.float32), y.view(np.float32)
+    # order -0 below +0: compare (value, sign) so max(-0, +0) = +0 and min(-0, +0) = -0
+    with np.errstate(all="ignore"):
+        x_wins = (fx > fy) | ((fx == fy) & ((x & _SIGN) == 0))
+        if not want_max:
+            x_wins = (fx < fy) | ((fx == fy) & ((x & _SIGN) != 0))
+    out = np.where(x_wins, x, y)
+    nx, ny = np.isnan(fx), np.isnan(fy)
+    if nan:
+        # max.NaN / min.NaN: any NaN operand gives the canonical NaN
+        out = np.where(nx | ny, _CANON_NAN, out)
+    else:
+        # max / min (fmaxf / fminf): a NaN operand is ignored; two NaNs give the canonical NaN
+        out = np.where(nx & ~ny, y, np.where(ny & ~nx, x, out))
+        out = np.where(nx & ny, _CANON_NAN, out)
+    return out.astype(np.uint32)
+
+
+def fmax(a, b, *, ftz: bool = False, nan: bool = False) -> np.ndarray:
+    """``max{.ftz}{.NaN}.f32`` (FMNMX), what ``fmaxf`` compiles to."""
+    return _minmax(a, b, ftz, nan, True)
+
+
+def fmin(a, b, *, ftz: bool = False, nan: bool = False) -> np.ndarray:
+    """``min{.ftz}{.NaN}.f32`` (FMNMX), what ``fminf`` compiles to."""
+    return _minmax(a, b, ftz, nan, False)

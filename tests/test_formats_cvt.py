@@ -128,7 +128,7 @@ def test_round_exact_handles_shifts_beyond_64_bits_and_sticky():
     ("cvt.f16.f32", "rounding modifier"),
     ("cvt.rn.f16.f64", "not a cvt"),
     ("cvt.rm.relu.f16.f32", "only with .rn or .rz"),
-    ("cvt.rn.ftz.bf16.f32", ".ftz"),
+    ("cvt.rn.ftz.bf16x2.f32", ".ftz"),
     ("cvt.rn.f32.f16", "takes no rounding"),
     (7, "not a cvt"),
 ])

@@ -44,12 +44,25 @@ def parse(op: str):
         raise bad_argument("op", op, "packed x2 conversions take .rn or .rz")
     if ("relu" in mods or "satfinite" in mods) and rnd not in ("rn", "rz"):
         raise bad_argument("op", op, ".relu/.satfinite exist only with .rn or .rz")
-    if "ftz" in mods and dst != "f16":
-        # PTX: .ftz applies to the f32 source of the .frnd f16 form only
-        raise bad_argument("op", op, ".ftz is modelled for cvt{.frnd}.ftz.f16.f32 only")
+    if "ftz" in mods and dst.endswith("x2"):
+        raise bad_argument("op", op, ".ftz does not exist on the packed x2 forms")
     if "ftz" in mods and ("relu" in mods or "satfinite" in mods):
         raise bad_argument("op", op, ".ftz does not combine with .relu/.satfinite")
     return dst, src, rnd, frozenset(mods)
+
+
+def _modelled_ops() -> tuple[str, ...]:
+    to16 = ["rn", "rz", "rm", "rp", "rn.ftz", "rz.ftz", "rm.ftz", "rp.ftz", "rn.relu", "rz.relu",
+            "rn.satfinite", "rz.satfinite", "rn.relu.satfinite", "rz.relu.satfinite"]
+    x2 = ["rn", "rz", "rn.relu", "rz.relu", "rn.satfinite", "rz.satfinite", "rn.relu.satfinite", "rz.relu.satfinite"]
+    ops = [f"cvt.{r}.{t}.f32" for t in ("f16", "bf16") for r in to16]
+    ops += [f"cvt.f32.{t}" for t in ("f16", "bf16")]
+    ops += [f"cvt.{r}.{t}.f32" for t in ("f16x2", "bf16x2") for r in x2]
+    return tuple(ops)
+
+
+#: Every cvt form modelled, each one that ptxas (CUDA 13.0) assembles for sm_90; the GPU probes run the same list.
+MODELLED_OPS: tuple[str, ...] = _modelled_ops()
 
 
 def cvt(op: str, a, b=None) -> np.ndarray:
@@ -81,9 +94,9 @@ def f32_to_f16(x, mode: str = "rn", *, ftz: bool = False, relu: bool = False, sa
     return cvt(_spell(mode, ftz, relu, satfinite, "f16"), x)
 
 
-def f32_to_bf16(x, mode: str = "rn", *, relu: bool = False, satfinite: bool = False):
-    """f32 bits -> bf16 bits, ``cvt.<mode>{.relu}{.satfinite}.bf16.f32``."""
-    return cvt(_spell(mode, False, relu, satfinite, "bf16"), x)
+def f32_to_bf16(x, mode: str = "rn", *, ftz: bool = False, relu: bool = False, satfinite: bool = False):
+    """f32 bits -> bf16 bits, ``cvt.<mode>{.ftz}{.relu}{.satfinite}.bf16.f32``."""
+    return cvt(_spell(mode, ftz, relu, satfinite, "bf16"), x)
 
 
 def f16_to_f32(x):

@@ -110,3 +110,21 @@ def fmax(a, b, *, ftz: bool = False, nan: bool = False) -> np.ndarray:
 def fmin(a, b, *, ftz: bool = False, nan: bool = False) -> np.ndarray:
     """``min{.ftz}{.NaN}.f32`` (FMNMX), what ``fminf`` compiles to."""
     return _minmax(a, b, ftz, nan, False)
+
+
+# The f32 instructions the GPU probes execute: name -> (PTX spelling, operands taken from (a, b, c), model).
+# fadd/fmax/fmin take (a, c) so that one operand set also exercises addition with cancellation.
+OPS = {
+    "ffma_rn": ("fma.rn.f32", "abc", lambda a, b, c: fma(a, b, c)),
+    "ffma_rn_ftz": ("fma.rn.ftz.f32", "abc", lambda a, b, c: fma(a, b, c, ftz=True)),
+    "fadd_rn": ("add.rn.f32", "ac", lambda a, c: add(a, c)),
+    "fadd_rn_ftz": ("add.rn.ftz.f32", "ac", lambda a, c: add(a, c, ftz=True)),
+    "fmul_rn": ("mul.rn.f32", "ab", lambda a, b: mul(a, b)),
+    "fmul_rn_ftz": ("mul.rn.ftz.f32", "ab", lambda a, b: mul(a, b, ftz=True)),
+    "fmax": ("max.f32", "ac", lambda a, c: fmax(a, c)),
+    "fmin": ("min.f32", "ac", lambda a, c: fmin(a, c)),
+    "fmax_ftz": ("max.ftz.f32", "ac", lambda a, c: fmax(a, c, ftz=True)),
+    "fmin_ftz": ("min.ftz.f32", "ac", lambda a, c: fmin(a, c, ftz=True)),
+    "fmax_nan": ("max.NaN.f32", "ac", lambda a, c: fmax(a, c, nan=True)),
+    "fmin_nan": ("min.NaN.f32", "ac", lambda a, c: fmin(a, c, nan=True)),
+}

@@ -1,0 +1,71 @@
+"""``flashsim`` command line: what is modelled and verified, and replaying GPU golden data on the CPU."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from flashsim import __version__
+from flashsim.errors import FlashsimError
+
+
+def _table(rows, headers) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    line = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def cmd_info(args) -> int:
+    from flashsim.validation import status_table
+
+    rows = status_table()
+    if args.arch:
+        rows = [r for r in rows if r[1] == args.arch]
+    print(f"flashsim {__version__}: modelled instructions and their verification on hardware\n")
+    print(_table(rows, ("instruction", "arch", "SASS", "verification")))
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from flashsim.golden import replay_all
+
+    results = replay_all(args.golden)
+    rows = [(r.instruction, f"{r.cases:,}", r.mismatches, Path(r.source).name) for r in results]
+    print(f"Replaying GPU golden data from {args.golden} on the CPU simulator\n")
+    print(_table(rows, ("instruction", "cases", "mismatches", "file")))
+    bad = [r for r in results if r.mismatches]
+    for r in bad:
+        print(f"\n{r.instruction}: {r.mismatches} of {r.cases} differ; first ones:")
+        for ex in r.examples:
+            print("   ", ex)
+    total = sum(r.cases for r in results)
+    print(f"\n{len(results)} instructions, {total:,} recorded outputs, "
+          f"{sum(r.mismatches for r in results)} mismatches")
+    return 1 if bad else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="flashsim", description=__doc__)
+    p.add_argument("--version", action="version", version=f"flashsim {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    info = sub.add_parser("info", help="list modelled instructions and their hardware verification status")
+    info.add_argument("--arch", choices=["sm_90", "sm_80"], help="only this architecture")
+    info.set_defaults(func=cmd_info)
+    ver = sub.add_parser("verify", help="replay the committed GPU golden data on the CPU simulator, bit for bit")
+    ver.add_argument("--golden", type=Path, default=Path("traces") / "numerics", help="folder of golden .npz files")
+    ver.set_defaults(func=cmd_verify)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except FlashsimError as e:
+        print(f"flashsim: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Command-line options, defined once as data and shared by the CLI (argparse) and the pytest plugin.
+
+``add_options(addoption, prefix="")`` works with ``argparse.ArgumentParser.add_argument`` and with
+pytest's ``parser.getgroup(...).addoption`` alike (pytest-benchmark's pattern). ``RunOptions`` is the one
+frozen dataclass that carries run-time options through the code; it validates itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Callable
+
+from flashsim.errors import bad_argument
+
+__all__ = ["GPU", "OPTIONS", "Option", "RunOptions", "UPDATE_GOLDEN", "add_options"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line flag: its long name (without the leading dashes), help text and default."""
+
+    name: str
+    help: str
+    default: Any = False
+    action: str = "store_true"
+
+    def __post_init__(self) -> None:
+        if not self.name or self.name.startswith("-") or " " in self.name:
+            raise bad_argument("name", self.name, "expected a bare long-option name such as 'gpu'")
+
+    def flag(self, prefix: str = "") -> str:
+        """The flag as typed: ``--<prefix><name>``."""
+        return f"--{prefix}{self.name}"
+
+    def dest(self, prefix: str = "") -> str:
+        """The attribute name argparse and pytest store it under."""
+        return f"{prefix}{self.name}".replace("-", "_")
+
+
+GPU = Option("gpu", "run the tests marked gpu on a real GPU (needs cupy and a CUDA device)")
+UPDATE_GOLDEN = Option("update-golden", "rewrite the golden data under traces/ from the GPU (only with --gpu)")
+
+#: Every option, in the order they are shown in --help.
+OPTIONS: tuple[Option, ...] = (GPU, UPDATE_GOLDEN)
+
+
+def add_options(addoption: Callable[..., Any], prefix: str = "") -> None:
+    """Register every option with ``addoption`` (argparse's add_argument or pytest's addoption)."""
+    for opt in OPTIONS:
+        addoption(opt.flag(prefix), action=opt.action, default=opt.default, dest=opt.dest(prefix), help=opt.help)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Run-time options, fixed for a run. Build from parsed flags with ``from_namespace``."""
+
+    gpu: bool = False
+    update_golden: bool = False
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if not isinstance(getattr(self, f.name), bool):
+                raise bad_argument(f.name, getattr(self, f.name), "expected a bool")
+        if self.update_golden and not self.gpu:
+            raise bad_argument(
+                UPDATE_GOLDEN.dest(), self.update_golden,
+                f"{UPDATE_GOLDEN.flag()} needs {GPU.flag()}: golden data is recorded on a real GPU",
+            )
+
+    @classmethod
+    def from_getoption(cls, getoption: Callable[[str], Any], prefix: str = "") -> "RunOptions":
+        """From a ``getoption(dest)`` callable (pytest's ``config.getoption``): every OPTIONS entry that
+        is a field here is read; other fields keep their defaults."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{o.dest(): getoption(o.dest(prefix)) for o in OPTIONS if o.dest() in names})
+
+    @classmethod
+    def from_namespace(cls, namespace: Any, prefix: str = "") -> "RunOptions":
+        """From an argparse Namespace that ``add_options`` filled."""
+        return cls.from_getoption(lambda dest: getattr(namespace, dest), prefix)

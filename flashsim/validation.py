@@ -1,0 +1,75 @@
+"""What flashsim models and how each model was verified on hardware (the records ``flashsim info`` shows).
+
+Records live in ``flashsim/data/validation.json``; ``python -m gpu.validate`` writes them on a GPU.
+An instruction without a record is modelled but not verified, and says so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+
+from flashsim.errors import TraceError
+
+
+@dataclass(frozen=True)
+class Modelled:
+    """One modelled instruction: its PTX spelling, the arch it models, the SASS it becomes, and a note."""
+
+    ptx: str
+    arch: str
+    sass: str
+    note: str = ""
+
+
+def modelled() -> list[Modelled]:
+    """Every instruction flashsim models, in a stable order."""
+    from flashsim.numerics import cvt, fp32
+
+    out = []
+    for shape, atype, ctype in (("m16n8k16", "f16", "f32"), ("m16n8k16", "bf16", "f32"), ("m16n8k16", "f16", "f16"),
+                                ("m16n8k8", "f16", "f32"), ("m16n8k8", "bf16", "f32")):
+        ptx = f"mma.sync.aligned.{shape}.row.col.{ctype}.{atype}.{atype}.{ctype}"
+        sass = f"HMMA.{shape[1:].replace('n', '').replace('k', '').replace('m', '')}.{ctype.upper()}" + (
+            ".BF16" if atype == "bf16" else "")
+        out.append(Modelled(ptx, "sm_90", sass))
+        out.append(Modelled(ptx, "sm_80", sass, "published A100 model (two chained k8 steps); no sm_80 GPU here"))
+    for name, (ptx, _, _) in fp32.OPS.items():
+        out.append(Modelled(ptx, "sm_90", {"ffma": "FFMA", "fadd": "FADD", "fmul": "FMUL"}.get(name[:4], "FMNMX")))
+    for op in cvt.MODELLED_OPS:
+        out.append(Modelled(op, "sm_90", "F2F/F2FP" if "f32" in op.split(".")[-1] else "HADD2.F32/SHL"))
+    return out
+
+
+def records() -> list[dict]:
+    """The committed verification records (empty when none were recorded)."""
+    try:
+        text = resources.files("flashsim").joinpath("data/validation.json").read_text()
+    except FileNotFoundError:
+        return []
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TraceError(f"flashsim/data/validation.json: not JSON ({e})") from e
+    if not isinstance(data, list):
+        raise TraceError("flashsim/data/validation.json: expected a list of records")
+    return data
+
+
+def status_table() -> list[tuple[str, str, str, str]]:
+    """(instruction, arch, SASS, verification status) rows for every modelled instruction."""
+    recs = {}
+    for r in records():
+        recs.setdefault((r["instruction"], r["arch"]), []).append(r)
+    rows = []
+    for m in modelled():
+        found = recs.get((m.ptx, m.arch))
+        if not found:
+            status = "NOT VERIFIED on hardware" + (f" ({m.note})" if m.note else "")
+        else:
+            r = max(found, key=lambda r: r["date"])
+            verdict = "bit-exact" if r["mismatches"] == 0 else f"{r['mismatches']} MISMATCHES"
+            status = f"{verdict} on {r['gpu']} (cc {r['cc']}): {r['cases']:,} cases, {r['date']}"
+        rows.append((m.ptx, m.arch, m.sass, status))
+    return rows

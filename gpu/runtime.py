@@ -1,0 +1,346 @@
+"""Compile gpu/kernels/*.cu (NVRTC through cupy; nvcc for a compile-only check), cache, and launch.
+
+cupy is imported lazily, inside the functions that need it: importing this module is cheap and works on
+a machine without cupy or a GPU. A missing cupy or unusable device raises :class:`GpuUnavailable`; a
+kernel that does not compile raises :class:`CompileError` with the compiler's full log and the file name;
+a failed launch raises :class:`LaunchError` naming the kernel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from flashsim.errors import FlashsimError, bad_argument
+
+__all__ = [
+    "BASE_OPTIONS",
+    "KERNELS_DIR",
+    "CompileError",
+    "GpuUnavailable",
+    "LaunchError",
+    "check_compiles_nvcc",
+    "current_arch",
+    "device_info",
+    "get_kernel",
+    "kernel_path",
+    "kernel_source",
+    "launch",
+    "load_module",
+    "local_includes",
+    "require_gpu",
+    "source_hash",
+]
+
+#: The .cu/.cuh sources, shipped as package data (pyproject: gpu = ["kernels/*.cu", "kernels/*.cuh"]).
+KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
+
+#: Options every compilation gets (NVRTC and nvcc alike).
+BASE_OPTIONS = ("-std=c++17",)
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.(?:cu|cuh)$")
+_INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.MULTILINE)
+_ARCH_RE = re.compile(r"^sm_\d{2,3}a?$")
+# Options that gpu.runtime sets itself (the standard, the target); passing them again would fight those.
+_RESERVED_OPTION_RE = re.compile(r"^(-std|--std|-arch|--gpu-architecture|-gencode|--generate-code)")
+
+
+class GpuUnavailable(FlashsimError):
+    """No usable GPU toolchain: cupy missing or broken, no CUDA device, or nvcc not on PATH."""
+
+
+class CompileError(FlashsimError):
+    """A kernel source did not compile; ``.filename`` is the source, ``.log`` the compiler's full log."""
+
+    def __init__(self, filename: str | Path, log: str, *, compiler: str = "nvrtc"):
+        self.filename = str(filename)
+        self.log = log
+        self.compiler = compiler
+        super().__init__(f"{compiler} failed to compile {self.filename}:\n{log.rstrip()}")
+
+
+class LaunchError(FlashsimError):
+    """A kernel launch or the synchronisation after it returned a CUDA error; ``.kernel`` names it."""
+
+    def __init__(self, kernel: str, detail: str):
+        self.kernel = kernel
+        super().__init__(f"kernel {kernel!r} failed: {detail}")
+
+
+# --------------------------------------------------------------------------------------------------
+# cupy and the device
+# --------------------------------------------------------------------------------------------------
+
+
+def _import_cupy() -> Any:
+    """Import cupy or raise GpuUnavailable saying why (the only place this module imports it)."""
+    try:
+        import cupy
+    except Exception as exc:  # ImportError, or cupy's own failure to load CUDA libraries
+        raise GpuUnavailable(
+            f"cupy is not importable ({type(exc).__name__}: {exc}); "
+            "install it with: pip install 'flashsim[gpu]' (cupy-cuda13x)"
+        ) from exc
+    return cupy
+
+
+def require_gpu() -> Any:
+    """Return the cupy module after checking that a CUDA device is usable; else raise GpuUnavailable."""
+    cupy = _import_cupy()
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+        if count < 1:
+            raise GpuUnavailable("cupy found no CUDA device (cudaGetDeviceCount() returned 0)")
+        cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
+    except GpuUnavailable:
+        raise
+    except Exception as exc:  # CUDARuntimeError: no driver, driver too old, device busy or lost
+        raise GpuUnavailable(f"no usable CUDA device ({type(exc).__name__}: {exc})") from exc
+    return cupy
+
+
+def current_arch() -> str:
+    """The current device's architecture as ``sm_XY`` (e.g. ``sm_90`` on an H100)."""
+    cupy = require_gpu()
+    return f"sm_{cupy.cuda.Device().compute_capability}"
+
+
+def _cuda_version(v: int) -> str:
+    """CUDA's integer version (1000*major + 10*minor) as 'major.minor': 13000 -> '13.0'."""
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+def _driver_release() -> str:
+    """The NVIDIA kernel-module release (e.g. '580.65.06') from /proc on Linux, or 'unknown'."""
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text(errors="replace")
+    except OSError:
+        return "unknown"
+    m = re.search(r"Kernel Module.*?\s(\d+\.\d+(?:\.\d+)?)\s", text)
+    return m.group(1) if m else "unknown"
+
+
+def device_info(device: int | None = None) -> dict[str, str]:
+    """GPU name, compute capability ('9.0'), driver, CUDA runtime, NVRTC and cupy versions, as strings.
+
+    Used by the pytest report header under ``--gpu`` and in the provenance of golden data.
+    """
+    cupy = require_gpu()
+    rt = cupy.cuda.runtime
+    dev = rt.getDevice() if device is None else int(device)
+    props = rt.getDeviceProperties(dev)
+    name = props["name"]
+    if isinstance(name, bytes):
+        name = name.decode(errors="replace")
+    major, minor = int(props["major"]), int(props["minor"])
+    nvrtc_major, nvrtc_minor = cupy.cuda.nvrtc.getVersion()
+    return {
+        "device": str(dev),
+        "name": str(name),
+        "compute_capability": f"{major}.{minor}",
+        "arch": f"sm_{major}{minor}",
+        "driver_version": _cuda_version(rt.driverGetVersion()),  # CUDA version the driver supports
+        "driver_release": _driver_release(),  # NVIDIA driver release, e.g. 580.65.06
+        "cuda_runtime_version": _cuda_version(rt.runtimeGetVersion()),
+        "nvrtc_version": f"{nvrtc_major}.{nvrtc_minor}",
+        "cupy_version": str(cupy.__version__),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Sources and their hash
+# --------------------------------------------------------------------------------------------------
+
+
+def kernel_path(name: str) -> Path:
+    """Path of ``gpu/kernels/<name>``; ``name`` is a bare file name such as ``'probe_mma.cu'``."""
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise bad_argument("name", name, "expected a bare .cu/.cuh file name in gpu/kernels, e.g. 'probe_mma.cu'")
+    path = KERNELS_DIR / name
+    if not path.is_file():
+        have = sorted(p.name for p in KERNELS_DIR.glob("*.cu"))
+        raise bad_argument("name", name, f"no such file in {KERNELS_DIR} (kernels there: {', '.join(have)})")
+    return path
+
+
+def kernel_source(name: str) -> str:
+    """The text of ``gpu/kernels/<name>``, as is (includes are not expanded)."""
+    return kernel_path(name).read_text(encoding="utf-8")
+
+
+def local_includes(path: str | Path) -> list[Path]:
+    """Every ``#include "..."`` header that ``path`` uses, recursively, in first-use order.
+
+    A header is looked up beside the including file, then in KERNELS_DIR (the include path that the
+    compilers get). A header that is in neither place is skipped here; the compiler will report it.
+    """
+    seen: dict[Path, None] = {}
+
+    def visit(p: Path) -> None:
+        for inc in _INCLUDE_RE.findall(p.read_text(encoding="utf-8")):
+            for base in (p.parent, KERNELS_DIR):
+                cand = (base / inc).resolve()
+                if cand.is_file():
+                    if cand not in seen:
+                        seen[cand] = None
+                        visit(cand)
+                    break
+
+    visit(Path(path).resolve())
+    return list(seen)
+
+
+def _hash_sources(path: Path) -> str:
+    h = hashlib.sha256()
+    for p in [path.resolve(), *local_includes(path)]:
+        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def source_hash(name: str) -> str:
+    """SHA-256 (hex) of ``gpu/kernels/<name>`` plus every local header it includes (names and bytes)."""
+    return _hash_sources(kernel_path(name))
+
+
+# --------------------------------------------------------------------------------------------------
+# Compiling
+# --------------------------------------------------------------------------------------------------
+
+
+def _check_options(options: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(options, str):
+        raise bad_argument("options", options, "expected a sequence of option strings, not one string")
+    opts = tuple(options)
+    for o in opts:
+        if not isinstance(o, str):
+            raise bad_argument("options", opts, f"every option must be a str, got {o!r}")
+        if _RESERVED_OPTION_RE.match(o):
+            raise bad_argument("options", opts, f"{o!r} is set by gpu.runtime itself (-std, -arch): use arch=")
+    return opts
+
+
+_MODULES: dict[tuple[str, tuple[str, ...], str], Any] = {}
+_MODULES_LOCK = threading.Lock()
+
+
+def load_module(name: str, *, options: Sequence[str] = (), arch: str | None = None) -> Any:
+    """Compile ``gpu/kernels/<name>`` with NVRTC (``cupy.RawModule``) and return the module.
+
+    Compilation is eager, so an NVRTC error surfaces here as CompileError with the log and file name.
+    Modules are cached in-process by (source hash, options, arch); cupy's own disk cache also sees the
+    header contents because the source hash is passed as ``-DFLASHSIM_SOURCE_HASH=...``.
+    ``arch`` defaults to the current device's ``sm_XY``; only that or its ``sm_XYa`` variant is
+    accepted, since the cubin must load on this device (cupy appends its own ``-arch=sm_XY``).
+    Note that cupy always adds ``-ftz=true``: C++ float code is flushed-to-zero, inline PTX is not.
+    """
+    path = kernel_path(name)
+    opts = _check_options(options)
+    if arch is not None and (not isinstance(arch, str) or not _ARCH_RE.match(arch)):
+        raise bad_argument("arch", arch, "expected 'sm_XY' or 'sm_XYa', e.g. 'sm_90'")
+    cupy = require_gpu()
+    device_arch = current_arch()
+    if arch is None:
+        arch = device_arch
+    elif arch not in (device_arch, device_arch + "a"):
+        raise bad_argument(
+            "arch", arch, f"the module must load on the current device ({device_arch}): use {device_arch} or {device_arch}a"
+        )
+    digest = source_hash(name)
+    key = (digest, opts, arch)
+    with _MODULES_LOCK:
+        module = _MODULES.get(key)
+        if module is not None:
+            return module
+        # #line makes NVRTC's diagnostics name the real file (cupy compiles under a hashed name).
+        code = f'#line 1 "{path}"\n' + path.read_text(encoding="utf-8")
+        all_options = (
+            *BASE_OPTIONS,
+            f"--include-path={KERNELS_DIR}",
+            f"-arch={arch}",
+            f"-DFLASHSIM_SOURCE_HASH=0x{digest[:16]}",
+            *opts,
+        )
+        module = cupy.RawModule(code=code, options=all_options, backend="nvrtc")
+        try:
+            module.compile()
+        except cupy.cuda.compiler.CompileException as exc:
+            raise CompileError(path, exc.get_message(), compiler="nvrtc") from None
+        _MODULES[key] = module
+        return module
+
+
+def get_kernel(name: str, function: str, *, options: Sequence[str] = (), arch: str | None = None) -> Any:
+    """The ``extern "C"`` kernel ``function`` of ``gpu/kernels/<name>`` as a ``cupy.RawKernel``."""
+    module = load_module(name, options=options, arch=arch)
+    cupy = _import_cupy()
+    try:
+        return module.get_function(function)
+    except cupy.cuda.driver.CUDADriverError as exc:
+        raise bad_argument("function", function, f"no such kernel in {name} ({exc})") from None
+
+
+def check_compiles_nvcc(path: str | Path, arch: str = "sm_90", options: Sequence[str] = ()) -> bytes:
+    """Compile ``path`` to a cubin with the nvcc binary (no GPU needed) and return the cubin's bytes.
+
+    Runs ``nvcc -arch=<arch> -cubin -std=c++17 -I<kernels> -o <tmp> <path>``; a failure raises
+    CompileError(path, nvcc's output). Raises GpuUnavailable when nvcc is not on PATH. Note that nvcc
+    includes the CUDA runtime headers implicitly where NVRTC does not.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise bad_argument("path", str(path), "no such file")
+    if not isinstance(arch, str) or not _ARCH_RE.match(arch):
+        raise bad_argument("arch", arch, "expected 'sm_XY' or 'sm_XYa', e.g. 'sm_90'")
+    opts = _check_options(options)
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise GpuUnavailable("nvcc is not on PATH: install the CUDA toolkit to compile-check kernels")
+    with tempfile.TemporaryDirectory(prefix="flashsim-nvcc-") as tmp:
+        out = Path(tmp) / (path.stem + ".cubin")
+        cmd = [nvcc, f"-arch={arch}", "-cubin", *BASE_OPTIONS, f"-I{KERNELS_DIR}", *opts, "-o", str(out), str(path)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            log = f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
+            raise CompileError(path, log, compiler="nvcc")
+        return out.read_bytes()
+
+
+# --------------------------------------------------------------------------------------------------
+# Launching
+# --------------------------------------------------------------------------------------------------
+
+
+def _dim3(argname: str, value: Any) -> tuple[int, int, int]:
+    dims = (value,) if isinstance(value, numbers.Integral) else value
+    ok = isinstance(dims, (tuple, list)) and 1 <= len(dims) <= 3 and all(
+        isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 1 for d in dims
+    )
+    if not ok:
+        raise bad_argument(argname, value, "expected a positive int or a tuple of 1 to 3 positive ints")
+    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))  # type: ignore[return-value]
+
+
+def launch(kernel: Any, grid: Any, block: Any, args: Sequence[Any], shared_mem: int = 0) -> None:
+    """Launch a cupy RawKernel, synchronise, and turn a CUDA error into LaunchError naming the kernel."""
+    g = _dim3("grid", grid)
+    b = _dim3("block", block)
+    if math.prod(b) > 1024:
+        raise bad_argument("block", block, "at most 1024 threads per block")
+    if not isinstance(shared_mem, int) or shared_mem < 0:
+        raise bad_argument("shared_mem", shared_mem, "expected a non-negative int (bytes)")
+    cupy = _import_cupy()
+    name = getattr(kernel, "name", None) or repr(kernel)
+    cuda_errors = (cupy.cuda.runtime.CUDARuntimeError, cupy.cuda.driver.CUDADriverError)
+    try:
+        kernel(g, b, tuple(args), shared_mem=shared_mem)
+        cupy.cuda.get_current_stream().synchronize()
+    except cuda_errors as exc:
+        raise LaunchError(name, f"grid={g} block={b} shared_mem={shared_mem}: {exc}") from exc

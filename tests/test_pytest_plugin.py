@@ -1,0 +1,151 @@
+"""The flashsim pytest plugin, run in child pytest processes (pytester): gpu marker, --gpu, profiles."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+GPU_TEST = """
+import pytest
+
+@pytest.mark.gpu
+def test_on_gpu():
+    pass
+
+def test_on_cpu():
+    pass
+"""
+
+# A conftest that replaces device_info with a fake GPU, so --gpu can be exercised without one.
+FAKE_GPU_CONFTEST = """
+import gpu.runtime
+
+def fake_device_info(device=None):
+    return {
+        "device": "0", "name": "Fake GPU 80GB", "compute_capability": "9.0", "arch": "sm_90",
+        "driver_version": "13.0", "driver_release": "580.00.01", "cuda_runtime_version": "13.0",
+        "nvrtc_version": "13.0", "cupy_version": "14.2.0",
+    }
+
+gpu.runtime.device_info = fake_device_info
+"""
+
+
+@pytest.fixture
+def run(pytester, monkeypatch):
+    """Run pytest in a child process with exactly the flashsim plugin (no auto-loaded plugins)."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.delenv("CI", raising=False)
+
+    def _run(*args: str):
+        return pytester.runpytest_subprocess("-p", "flashsim.pytest_plugin", "-p", "no:cacheprovider", *args)
+
+    return _run
+
+
+def test_gpu_tests_are_skipped_without_gpu_flag_with_a_reason_naming_it(pytester, run):
+    pytester.makepyfile(test_x=GPU_TEST)
+    result = run("-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED *test_x.py*needs a GPU: run pytest --gpu"])
+
+
+def test_gpu_flag_without_cupy_fails_the_session_loudly(pytester, run):
+    pytester.makeconftest("import sys\nsys.modules['cupy'] = None  # `import cupy` now fails\n")
+    pytester.makepyfile(test_x=GPU_TEST)
+    result = run("--gpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gpu was given but no GPU can be used: cupy is not importable*"])
+    result.stdout.no_fnmatch_line("*skipped*")
+    result.stdout.no_fnmatch_line("*passed*")
+
+
+def test_gpu_flag_without_a_device_fails_the_session_loudly(pytester, run):
+    pytester.makeconftest(
+        "import gpu.runtime\n"
+        "def no_device(device=None):\n"
+        "    raise gpu.runtime.GpuUnavailable('no usable CUDA device (CUDARuntimeError: cudaErrorNoDevice)')\n"
+        "gpu.runtime.device_info = no_device\n"
+    )
+    pytester.makepyfile(test_x=GPU_TEST)
+    result = run("--gpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gpu was given but no GPU can be used: no usable CUDA device*"])
+
+
+def test_gpu_flag_runs_gpu_tests_and_reports_the_device_in_the_header(pytester, run):
+    pytester.makeconftest(FAKE_GPU_CONFTEST)
+    pytester.makepyfile(test_x=GPU_TEST)
+    result = run("--gpu")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "flashsim gpu: Fake GPU 80GB (compute capability 9.0, sm_90)",
+            "flashsim gpu: driver 580.00.01 (CUDA 13.0), CUDA runtime 13.0, NVRTC 13.0, cupy 14.2.0",
+        ]
+    )
+
+
+def test_no_gpu_header_without_gpu_flag(pytester, run):
+    pytester.makepyfile(test_x=GPU_TEST)
+    run().stdout.no_fnmatch_line("flashsim gpu:*")
+
+
+def test_update_golden_needs_gpu(pytester, run):
+    pytester.makepyfile(test_x=GPU_TEST)
+    result = run("--update-golden")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--update-golden needs --gpu*"])
+
+
+def test_run_options_fixture(pytester, run):
+    pytester.makeconftest(FAKE_GPU_CONFTEST)
+    pytester.makepyfile(
+        test_x="""
+        from flashsim.options import RunOptions
+
+        def test_opts(run_options, gpu_device_info):
+            assert run_options == RunOptions(gpu=True, update_golden=True)
+            assert gpu_device_info["arch"] == "sm_90"
+        """
+    )
+    run("--gpu", "--update-golden").assert_outcomes(passed=1)
+
+
+def test_gpu_marker_is_registered(pytester, run):
+    pytester.makepyfile(test_x=GPU_TEST)
+    run("--strict-markers").assert_outcomes(passed=1, skipped=1)
+    run("--markers").stdout.fnmatch_lines(["@pytest.mark.gpu: *--gpu*"])
+
+
+PROFILE_TEST = """
+from hypothesis import settings
+
+def test_profile():
+    s = settings.default
+    print("PROFILE", s.max_examples, s.derandomize, s.deadline)
+"""
+
+
+@pytest.mark.parametrize(
+    ("env_ci", "args", "expected"),
+    [
+        (None, (), "PROFILE 100 False 0:00:00.200000"),  # dev: hypothesis' default deadline
+        ("true", (), "PROFILE 100 True None"),  # ci
+        ("1", ("--gpu",), "PROFILE 1000 False None"),  # gpu wins over ci
+    ],
+)
+def test_hypothesis_profile_selection(pytester, run, monkeypatch, env_ci, args, expected):
+    pytest.importorskip("hypothesis")
+    if env_ci is not None:
+        monkeypatch.setenv("CI", env_ci)
+    pytester.makeconftest(FAKE_GPU_CONFTEST)
+    pytester.makepyfile(test_p=PROFILE_TEST)
+    result = run("-s", *args)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"*{expected}"])

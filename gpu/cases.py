@@ -85,6 +85,11 @@ def mma_sets(rng, atype: str, ctype: str, k: int, tiles: int) -> dict[str, tuple
         sets["overflow"] = (_finite(rng, af, sa, 60, 64), _finite(rng, af, sb, 60, 64), _finite(rng, cf, sc, 120, 127))
     else:
         sets["overflow"] = (_finite(rng, af, sa, 12, 15), _finite(rng, af, sb, 0, 3), _finite(rng, cf, sc, 10, 15))
+    # every term far below D's smallest normal, mixed signs: where (if anywhere) is E clamped below?
+    lo_e = (-80, -62) if atype == "bf16" else (af.emin, af.emin + 6)
+    c = _finite(rng, cf, sc, cf.emin, cf.emin + 2, sub_frac=0.8)
+    c[rng.random(sc) < 0.5] = 0
+    sets["below_floor"] = (_finite(rng, af, sa, *lo_e, sub_frac=0.3), _finite(rng, af, sb, *lo_e, sub_frac=0.3), c)
     sets.update(_directed(af, cf, k))
     return sets
 
@@ -236,7 +241,7 @@ def cvt_inputs(rng, n_random: int) -> np.ndarray:
     parts = []
     # all binades from below f16/bf16 subnormals to beyond f16 overflow, low 17 bits swept in steps
     # that hit every tie/half-ulp pattern of both f16 (13 dropped bits) and bf16 (16 dropped bits)
-    low = np.unique(np.concatenate([np.arange(0, 1 << 17, 7), np.arange(0, 1 << 17, 1 << 12),
+    low = np.unique(np.concatenate([np.arange(0, 1 << 17, 13), np.arange(0, 1 << 17, 1 << 12),
                                     (np.arange(0, 1 << 17, 1 << 12) + 1), (np.arange(0, 1 << 17, 1 << 12) - 1) % (1 << 17)]))
     for e in list(range(-149, 20)) + list(range(120, 128)):
         base = ((e + 127) << 23) if e >= -126 else 0

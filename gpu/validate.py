@@ -17,6 +17,7 @@ import hashlib
 import json
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -56,8 +57,26 @@ def provenance(seed: int) -> dict:
     }
 
 
-def _mismatch_idx(x, y):
-    return np.nonzero(x.reshape(len(x), -1) != y.reshape(len(y), -1))
+def _f32_model(name, *arrays):
+    return fp32.OPS[name][2](*arrays)
+
+
+def _cvt_model(op, x, y=None):
+    return cvt_mod.cvt(op, x, y)
+
+
+def parallel(fn, *arrays, chunk: int = 1 << 20):
+    """Apply an elementwise model to 1-D arrays in chunks on every core (the CPU side of a sweep)."""
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    n = len(arrays[0])
+    if n <= chunk or (os.cpu_count() or 1) == 1:
+        return fn(*arrays)
+    starts = range(0, n, chunk)
+    with ProcessPoolExecutor(max_workers=min(os.cpu_count(), 16)) as pool:
+        parts = pool.map(fn, *([a[s:s + chunk] for s in starts] for a in arrays))
+        return np.concatenate(list(parts))
 
 
 def validate_mma(rng, tiles_per_set: int, keep_per_set: int, log) -> tuple[list, dict]:
@@ -106,12 +125,15 @@ def candidate_models(mma_mod) -> dict:
     """The shipped sm_90 model and alternatives for each open edge case, to see which the GPU follows."""
     base = mma_mod.MODELS["sm_90"]
     cands = {"default": base}
+    cands.update({name: m for name, m in mma_mod.MODELS.items() if name.startswith("sm_90") and name != "sm_90"})
     fields = {f.name for f in dataclasses.fields(base)}
     alts = {
         "zero_policy": ["exclude", "exponent_field"],
         "overflow": ["inf", "saturate"],
-        "zero_sign": ["positive", "ieee"],
+        "zero_sign": ["+0", "ieee"],
+        "underflow_sign": ["keep", "+0"],
         "frac_bits": [24, 26],
+        "e_floor": [None, -9, -8, -7, -6, -5, 0],
     }
     for field, values in alts.items():
         if field not in fields:
@@ -122,10 +144,13 @@ def candidate_models(mma_mod) -> dict:
                     cands[f"{field}={v}"] = dataclasses.replace(base, **{field: v})
                 except Exception:  # a value this model does not accept
                     pass
-    if "e_floor" in fields:
-        for v in (-126, -127, -133, -149, -150, -151, -152):
-            if getattr(base, "e_floor") != v:
-                cands[f"e_floor={v}"] = dataclasses.replace(base, e_floor=v)
+    if "zero_exp" in fields:
+        for v in (-126, -14):
+            try:
+                cands[f"zero_policy=exponent_field,zero_exp={v}"] = dataclasses.replace(
+                    base, zero_policy="exponent_field", zero_exp=v)
+            except Exception:
+                pass
     return cands
 
 
@@ -142,7 +167,7 @@ def validate_f32(rng, per_set: int, keep: int, log):
         for set_name, (a, b, c) in sets.items():
             args = {"a": a, "b": b, "c": c}
             gpu_out = probes.run_f32(op, *(args[n] for n in argnames))
-            sim = model(*(args[n] for n in argnames))
+            sim = parallel(partial(_f32_model, op), *(args[n] for n in argnames))
             bad = np.nonzero(sim != gpu_out)[0]
             per[set_name] = int(bad.size)
             total += a.size
@@ -180,7 +205,7 @@ def validate_cvt(rng, n_random: int, keep: int, log):
         if src == "f32":
             pair = dst.endswith("x2")
             gpu_out = probes.run_cvt(op, x, y if pair else None)
-            sim = cvt_mod.cvt(op, x, y if pair else None)
+            sim = parallel(partial(_cvt_model, op), *((x, y) if pair else (x,)))
             n = x.size
         else:
             gpu_out = probes.run_cvt(op, x16)
@@ -218,7 +243,7 @@ def main(argv=None):
     ap.add_argument("--tiles-per-set", type=int, default=512)
     ap.add_argument("--keep-tiles", type=int, default=64, help="tiles per input set kept in the golden sample")
     ap.add_argument("--f32-per-set", type=int, default=1_250_000)
-    ap.add_argument("--cvt-random", type=int, default=10_000_000)
+    ap.add_argument("--cvt-random", type=int, default=6_500_000)
     ap.add_argument("--only", choices=["mma", "f32", "cvt"], action="append")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import gmpy2
 import ml_dtypes
+import pytest
+
+gmpy2 = pytest.importorskip("gmpy2", reason="MPFR references need gmpy2 (the test extra)")
 import numpy as np
 
 from flashsim.numerics.formats import BF16, F16, F32, FloatFormat

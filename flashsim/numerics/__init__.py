@@ -7,7 +7,18 @@ from flashsim.numerics.formats import BF16, F16, F32, FloatFormat, bits_of, deco
 from flashsim.numerics.fp32 import add, fma, fmax, fmin, mul
 
 __all__ = [
-    "BF16", "F16", "F32", "FloatFormat", "add", "bf16_to_f32", "bits_of", "cvt", "decode",
+    "BF16", "F16", "F32", "FloatFormat", "MODELS", "MmaModel", "mma_m16n8k8", "mma_m16n8k16", "add", "bf16_to_f32", "bits_of", "cvt", "decode",
     "f16_to_f32", "f32_to_bf16", "f32_to_f16", "float22bfloat162_rn", "float22half2_rn", "fma", "fmax",
     "fmin", "mul", "round_exact", "to_float",
 ]
+
+_LAZY_MMA = ("MODELS", "MmaModel", "mma_m16n8k8", "mma_m16n8k16")
+
+
+def __getattr__(name):
+    # the mma models need numba; import them on first use so that `import flashsim.numerics` stays light
+    if name in _LAZY_MMA:
+        from flashsim.numerics import mma
+
+        return getattr(mma, name)
+    raise AttributeError(f"module 'flashsim.numerics' has no attribute {name!r}")

@@ -1,0 +1,537 @@
+"""Bit-exact models of the tensor-core arithmetic of mma.sync.m16n8k16 / m16n8k8 (f16/bf16 in, f32/f16 out).
+
+What the hardware computes for one element of D (sm_90, both public models agree):
+
+    d = round( C + sum_k A[i,k] * B[k,j] )   in ONE fused step, with
+      - every product of significands exact and not renormalised (it may lie in [2, 4)), its exponent
+        the sum of the input exponents (a subnormal reads as 0.f * 2^emin: no flush);
+      - E = the largest exponent among the terms (C included);
+      - every term truncated toward zero in sign-magnitude to ``frac_bits`` (25) fractional bits
+        below 2^E, then summed exactly;
+      - one rounding of the exact sum: toward zero for an f32 D, to nearest-even for an f16 D;
+        overflow gives +-Inf; NaN in / Inf*0 / Inf-Inf give the canonical NaN.
+sm_80 (A100) is the published chained model: 8 products per step with 24 fractional bits, the
+rounded result of one step being the C of the next (modelled, not verifiable here).
+
+The edge cases on which the public models differ (do zero terms take part in E, a lower clamp of E,
+zero signs) are fields of ``MmaModel``; ``MODELS`` holds the named candidates so the hardware
+validation can pick the one the H100 agrees with.
+
+Sources of facts (no code copied):
+  - PTX ISA, 9.7.14 "Warp-level matrix multiply-accumulate instructions" (mma): shapes, types, the
+    variants that exist (e.g. no bf16 inputs with an f16 accumulator).
+  - microsoft/MMA-Sim (Xie et al., arXiv 2511.10909): fractional bits (Volta 23, Ampere 24, Hopper 25),
+    split-k of k16 f16/bf16 on Ampere into two halves rounded through D's format, RZ for f32 D, RNE
+    for f16 D, canonical NaNs 0x7FFFFFFF / 0x7FFF, a zero operand taking exponent -126.
+  - Khattak & Mikaitis, "Accurate Models of NVIDIA Tensor Cores", arXiv 2512.07004 (MATLAB models,
+    north-numerical-computing/MATLAB-tensor-core): 2 (H100) / 1 (A100) extra alignment bits over
+    binary32's 23, FMA size 16 (H100) / 8 (A100), zero products and a zero C left out of the
+    alignment, E clamped below ("min_exp_limit") at -133 / -21 for an f32 / f16 D on H100 and
+    -132 / -20 on A100, i.e. emin(D) - 7 and emin(D) - 6.
+
+Engine: A and B are decoded through 65536-entry tables built once with ``formats.decode``; one
+``numba.njit`` kernel loops over the batch and computes, per output, the exact int64 sum in units of
+2^(E - frac_bits) and rounds it (``engine="numba"``). ``engine="round_exact"`` instead returns the
+exact sums from the same kernel and rounds them with the shared ``formats.round_exact`` (slow, kept
+to cross-check the fused rounding).
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils
+from numba.core.extending import intrinsic
+
+from flashsim.errors import bad_argument
+from flashsim.numerics.formats import BF16, F16, F32, INF, ZERO, FloatFormat, decode, round_exact
+
+__all__ = ["MODELS", "MmaModel", "mma", "mma_m16n8k16", "mma_m16n8k8"]
+
+ATYPES = types.MappingProxyType({"f16": F16, "bf16": BF16})
+CTYPES = types.MappingProxyType({"f32": F32, "f16": F16})
+ARCHS = ("sm_90", "sm_80")
+ENGINES = ("numba", "round_exact")
+
+# (k, atype, ctype) combinations with a model; every other PTX variant raises NotImplementedError.
+MODELLED = frozenset({(16, "f16", "f32"), (16, "bf16", "f32"), (16, "f16", "f16"),
+                      (8, "f16", "f32"), (8, "bf16", "f32")})
+
+_ZERO_POLICIES = ("exclude", "exponent_field")
+_OVERFLOWS = ("inf", "saturate")
+_ZERO_SIGNS = ("+0", "ieee")
+_UNDERFLOW_SIGNS = ("keep", "+0")
+_ROUNDINGS = ("rz", "rn")
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+@dataclass(frozen=True)
+class MmaModel:
+    """One candidate semantics of the tensor-core dot product; each field is an open hardware question."""
+
+    name: str
+    # alignment width: every term is truncated to a multiple of 2^(E - frac_bits) (sm_90 25, sm_80 24)
+    frac_bits: int = 25
+    # products fused per step: None = all K in one step (sm_90); 8 = k16 runs as two chained k8 steps
+    # whose first result, rounded to D's format with D's rounding, is the C of the second (sm_80)
+    products_per_step: int | None = None
+    # "exclude": a zero product / zero C does not take part in E;
+    # "exponent_field": a zero operand counts with its format's emin (or ``zero_exp``), so a zero
+    # product has exponent ea + eb and can raise E and truncate the other terms
+    zero_policy: str = "exclude"
+    # with "exponent_field": the exponent a zero operand reads as (None = its format's emin;
+    # MMA-Sim uses -126 for every format, i.e. zeros live in an 8-bit-exponent internal format)
+    zero_exp: int | None = None
+    # lower clamp of E relative to D's format: E = max(E, emin(D) + e_floor); None = no clamp
+    # (Khattak & Mikaitis: -7 on H100, i.e. -133 for an f32 D and -21 for an f16 D)
+    e_floor: int | None = -7
+    # |sum| >= 2^(emax+1) of D: "inf" gives +-Inf even under RZ (the device), "saturate" max finite
+    overflow: str = "inf"
+    # sign of an exact-zero sum: "+0" always, or "ieee" (-0 only when every term is a -0)
+    zero_sign: str = "+0"
+    # a nonzero sum that rounds to zero: "keep" its sign (-0 for negative), or "+0"
+    underflow_sign: str = "keep"
+    # the single final rounding of an f32 D ("rz" on the device) and of an f16 D ("rn")
+    round_f32: str = "rz"
+    round_f16: str = "rn"
+    # where the semantics come from and whether it was checked on hardware
+    provenance: str = ""
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise bad_argument("name", self.name, "must be a non-empty string")
+        if not _is_int(self.frac_bits) or not 1 <= self.frac_bits <= 40:
+            raise bad_argument("frac_bits", self.frac_bits, "must be an int in [1, 40] (the int64 sum needs headroom)")
+        if self.products_per_step is not None and (not _is_int(self.products_per_step) or self.products_per_step < 1):
+            raise bad_argument("products_per_step", self.products_per_step, "must be None or a positive int")
+        if self.zero_policy not in _ZERO_POLICIES:
+            raise bad_argument("zero_policy", self.zero_policy, f"expected one of {_ZERO_POLICIES}")
+        if self.zero_exp is not None:
+            if not _is_int(self.zero_exp) or not -300 <= self.zero_exp <= 0:
+                raise bad_argument("zero_exp", self.zero_exp, "must be None or an int in [-300, 0]")
+            if self.zero_policy != "exponent_field":
+                raise bad_argument("zero_exp", self.zero_exp, "only meaningful with zero_policy='exponent_field'")
+        if self.e_floor is not None and (not _is_int(self.e_floor) or not -200 <= self.e_floor <= 200):
+            raise bad_argument("e_floor", self.e_floor, "must be None or an int in [-200, 200] (relative to emin of D)")
+        if self.overflow not in _OVERFLOWS:
+            raise bad_argument("overflow", self.overflow, f"expected one of {_OVERFLOWS}")
+        if self.zero_sign not in _ZERO_SIGNS:
+            raise bad_argument("zero_sign", self.zero_sign, f"expected one of {_ZERO_SIGNS}")
+        if self.underflow_sign not in _UNDERFLOW_SIGNS:
+            raise bad_argument("underflow_sign", self.underflow_sign, f"expected one of {_UNDERFLOW_SIGNS}")
+        if self.round_f32 not in _ROUNDINGS:
+            raise bad_argument("round_f32", self.round_f32, f"expected one of {_ROUNDINGS}")
+        if self.round_f16 not in _ROUNDINGS:
+            raise bad_argument("round_f16", self.round_f16, f"expected one of {_ROUNDINGS}")
+        if not isinstance(self.provenance, str):
+            raise bad_argument("provenance", self.provenance, "must be a string")
+
+
+_UNVERIFIED = "not yet checked bit-for-bit on an H100 by flashsim"
+
+MODELS = types.MappingProxyType({
+    # default sm_90: one fused step of 16, 25 bits; edge cases as Khattak & Mikaitis measured them
+    "sm_90": MmaModel("sm_90", provenance=f"MMA-Sim + Khattak & Mikaitis (H100); {_UNVERIFIED}"),
+    # MMA-Sim's edge cases: zeros take part in E with exponent -126, no clamp, zeros always +0
+    "sm_90_mmasim": MmaModel("sm_90_mmasim", zero_policy="exponent_field", zero_exp=-126, e_floor=None,
+                             underflow_sign="+0", provenance=f"MMA-Sim (Hopper); {_UNVERIFIED}"),
+    # ARCHITECTURE.md read literally: zeros left out of E, no clamp of E
+    "sm_90_plain": MmaModel("sm_90_plain", e_floor=None, provenance=f"plain reading of the facts; {_UNVERIFIED}"),
+    # A100: two chained steps of 8 products (k16), 24 fractional bits
+    "sm_80": MmaModel("sm_80", frac_bits=24, products_per_step=8, e_floor=-6,
+                      provenance="published model (MMA-Sim, Khattak & Mikaitis A100), unverified"),
+    "sm_80_mmasim": MmaModel("sm_80_mmasim", frac_bits=24, products_per_step=8, zero_policy="exponent_field",
+                             zero_exp=-126, e_floor=None, underflow_sign="+0",
+                             provenance="published model (MMA-Sim Ampere), unverified"),
+})
+
+
+# ---- decode tables --------------------------------------------------------------------------------
+
+_EXCLUDED = -(1 << 40)  # E-exponent of a term left out of E: far below every real exponent, no overflow
+
+
+def _zero_e(fmt: FloatFormat, model: MmaModel) -> int:
+    """The exponent a zero operand contributes to E under ``model`` (``_EXCLUDED`` when it does not)."""
+    if model.zero_policy == "exclude":
+        return _EXCLUDED
+    return fmt.emin if model.zero_exp is None else model.zero_exp
+
+
+@functools.lru_cache(maxsize=16)
+def _tables(fmt: FloatFormat, zero_e: int):
+    """Per 16-bit pattern: signed significand, E-exponent, class, sign (built with formats.decode).
+
+    E-exponent = unbiased exponent of the value's binade (subnormals: emin), so the significand's
+    last bit weighs 2^(E-exponent - mbits); a zero gets ``zero_e``.  Read-only arrays.
+    """
+    sign, sig, exp, cls = decode(np.arange(1 << 16, dtype=np.uint16), fmt)
+    ssig = np.where(sign == 1, -sig, sig).astype(np.int64)
+    eexp = np.where(cls == ZERO, zero_e, exp + fmt.mbits).astype(np.int64)
+    ssig[cls >= INF] = 0
+    eexp[cls >= INF] = _EXCLUDED
+    out = (ssig, eexp, cls.astype(np.uint8), sign.astype(np.uint8))
+    for arr in out:
+        arr.flags.writeable = False
+    return out
+
+
+# ---- the njit kernel ------------------------------------------------------------------------------
+
+# per-output codes of the kernel
+_C_FINITE, _C_NAN, _C_INF = 0, 1, 2
+
+
+@numba.njit(cache=True, inline="always")
+def _decode_f32(u, zero_e, excluded):
+    """One f32 pattern -> (signed significand, E-exponent, class, sign); mirrors formats.decode.
+
+    bit diagram:  [31 sign | 30..23 exponent field | 22..0 fraction]
+    """
+    u = np.int64(u)
+    s = (u >> 31) & 1
+    ef = (u >> 23) & 0xFF
+    mf = u & 0x7FFFFF
+    if ef == 0xFF:
+        return np.int64(0), np.int64(excluded), np.uint8(3 if mf != 0 else 2), np.uint8(s)
+    if ef == 0:
+        if mf == 0:
+            return np.int64(0), np.int64(zero_e), np.uint8(0), np.uint8(s)
+        sig = mf
+        e = np.int64(-126)  # subnormal: 0.f * 2^emin
+    else:
+        sig = mf | 0x800000
+        e = ef - 127
+    return (-sig if s == 1 else sig), e, np.uint8(1), np.uint8(s)
+
+
+@intrinsic
+def _clz64(typingctx, x):
+    """LLVM ctlz on an int64 (count of leading zero bits; 64 for 0)."""
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, [i64, ir.IntType(1)]),
+                                            "llvm.ctlz.i64")
+        return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 0)])  # 0 in: defined (64)
+    return numba.types.int64(numba.types.int64), codegen
+
+
+@numba.njit(cache=True, inline="always")
+def _bit_length(x):
+    """Bit length of a non-negative int64 (0 for 0)."""
+    return 64 - _clz64(np.int64(x))
+
+
+@numba.njit(cache=True, inline="always")
+def _round_to_bits(neg, mag, exp, m, emin, emax, rn, sat, uf_plus):
+    """Bits of the rounding of (-1)^neg * mag * 2^exp (mag > 0, < 2^62) to a binary format.
+
+    Only what the mma needs of formats.round_exact (RZ / RNE, no sticky input), inlined because
+    round_exact (numpy, ~5M values/s here) cannot keep up with 200k tiles/s (25.6M outputs/s);
+    tests check it against round_exact bit for bit, and engine="round_exact" uses the original.
+    bit diagram of the result: [sign | biased exponent (field = q + m - emin + 1) | m fraction bits]
+    """
+    inf_bits = ((2 * emax + 1) << m)  # exponent field all ones, fraction 0
+    sbit = np.int64(1) << (m + (_bit_length(emax) + 1))  # 1 + ebits + m bits: sign above exponent
+    top = exp + _bit_length(mag) - 1
+    if top > emax:
+        # |sum| >= 2^(emax+1): Inf on the device even under RZ; max finite when saturating
+        body = inf_bits - 1 if sat else inf_bits
+        return body + (sbit if neg else 0)
+    q = top - m
+    if q < emin - m:
+        q = emin - m  # subnormal result: quantum fixed at 2^(emin - m)
+    sh = q - exp
+    if sh <= 0:
+        kept = mag << (-sh)
+    elif sh > 62:
+        kept = np.int64(0)  # mag < 2^62: below half the quantum, RZ and RNE both give 0
+    else:
+        kept = mag >> sh
+        if rn:
+            guard = (mag >> (sh - 1)) & 1
+            rest = mag & ((np.int64(1) << (sh - 1)) - 1)
+            if guard == 1 and (rest != 0 or (kept & 1) == 1):
+                kept += 1  # round to nearest, ties to even
+    if kept == 0:
+        # a nonzero sum rounded to zero: signed zero (or +0 by the model's choice)
+        return np.int64(0) if (uf_plus or not neg) else sbit
+    body = (q - emin + m) * (np.int64(1) << m) + kept
+    if body >= inf_bits:
+        body = inf_bits - 1 if sat else inf_bits  # RNE carried past max finite
+    return body + (sbit if neg else 0)
+
+
+@numba.njit(cache=True)
+def _special(ca, ga, cb, gb, i, j, kn, ccls, csgn):
+    """(code, negative) of one output whose inputs hold an Inf or NaN (ca/cb: classes, ga/gb: signs).
+
+    Any NaN, Inf * 0, or +Inf + -Inf gives the canonical NaN; otherwise the Inf term's Inf.
+    """
+    nan = ccls == 3
+    pinf = ccls == 2 and csgn == 0
+    ninf = ccls == 2 and csgn == 1
+    for k in range(kn):
+        x = ca[i, k]
+        y = cb[j, k]
+        if x == 3 or y == 3:
+            nan = True
+        elif x == 2 or y == 2:
+            if x == 0 or y == 0:
+                nan = True
+            elif ga[i, k] != gb[j, k]:
+                ninf = True
+            else:
+                pinf = True
+    if nan or (pinf and ninf):
+        return _C_NAN, False
+    return _C_INF, ninf
+
+
+@numba.njit(cache=True)
+def _all_negative_zeros(ca, ga, cb, gb, i, j, kn, ccls, csgn):
+    """True when C and every product are zeros of negative sign (IEEE: their sum is -0)."""
+    if ccls != 0 or csgn != 1:
+        return False
+    for k in range(kn):
+        if (ca[i, k] != 0 and cb[j, k] != 0) or ga[i, k] == gb[j, k]:
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def _mma_kernel(a, b, c, k0, kn, tsig, texp, tcls, tsgn, am, c32, czero_e, cm, frac, floor_abs, zero_ieee,
+                inline, dm, demin, demax, rn, sat, uf_plus, dnan,
+                out_bits, o_sign, o_mag, o_exp, o_code):
+    """D (or its exact sums) for products k0..k0+kn-1 of every tile of the batch.
+
+    a (T,16,K) / b (T,K,8) uint16 patterns, c (T,16,8) patterns of D's format. A term's value is
+    sig * 2^(e - mbits); in units of 2^(E - frac) it is sig * 2^(frac - mbits) / 2^(E - e): its
+    magnitude is shifted left by max(frac - mbits, 0), then right (truncating) by the rest.
+    """
+    n_tiles = a.shape[0]
+    sa = np.empty((16, kn), np.int64)
+    ea = np.empty((16, kn), np.int64)
+    sb = np.empty((8, kn), np.int64)  # B transposed: a column's K values are contiguous
+    eb = np.empty((8, kn), np.int64)
+    ca = np.empty((16, kn), np.uint8)  # classes and signs, read only for specials and zero signs
+    ga = np.empty((16, kn), np.uint8)
+    cb = np.empty((8, kn), np.uint8)
+    gb = np.empty((8, kn), np.uint8)
+    rowspec = np.empty(16, np.uint8)  # bit 0: the row (column) holds an Inf, bit 1: a NaN
+    colspec = np.empty(8, np.uint8)
+    # a product significand carries 2*am fractional bits (am = mbits of A/B), C carries cm
+    lp = frac - 2 * am
+    lpl = max(lp, 0)
+    lpr = max(-lp, 0)
+    lc = frac - cm
+    lcl = max(lc, 0)
+    lcr = max(-lc, 0)
+    sbit = np.int64(1) << (dm + _bit_length(demax) + 1)
+    inf_bits = (2 * demax + 1) << dm
+    for t in range(n_tiles):
+        for i in range(16):
+            sp = 0
+            for k in range(kn):
+                v = a[t, i, k0 + k]
+                sa[i, k] = tsig[v]
+                ea[i, k] = texp[v]
+                x = tcls[v]
+                ca[i, k] = x
+                ga[i, k] = tsgn[v]
+                sp |= (x >> 1) << (x & 1)  # class 2 (Inf) -> 1, 3 (NaN) -> 2
+            rowspec[i] = sp
+        for j in range(8):
+            colspec[j] = 0
+        for k in range(kn):
+            for j in range(8):
+                v = b[t, k0 + k, j]
+                sb[j, k] = tsig[v]
+                eb[j, k] = texp[v]
+                x = tcls[v]
+                cb[j, k] = x
+                gb[j, k] = tsgn[v]
+                colspec[j] |= (x >> 1) << (x & 1)
+        for i in range(16):
+            for j in range(8):
+                cv = c[t, i, j]
+                if c32:
+                    csig, cexp, ccls, csgn = _decode_f32(cv, czero_e, _EXCLUDED)
+                else:
+                    csig = tsig[cv]
+                    cexp = texp[cv]
+                    ccls = tcls[cv]
+                    csgn = tsgn[cv]
+                spec = rowspec[i] | colspec[j]
+                if spec != 0 or ccls >= 2:
+                    if (spec & 2) != 0 or ccls == 3:
+                        code, neg = _C_NAN, False  # a NaN operand
+                    else:
+                        code, neg = _special(ca, ga, cb, gb, i, j, kn, ccls, csgn)
+                    if inline:
+                        # an Inf term gives that Inf (not an overflow: never saturated)
+                        out_bits[t, i, j] = dnan if code == _C_NAN else inf_bits + (sbit if neg else 0)
+                    else:
+                        o_code[t, i, j] = code
+                        o_sign[t, i, j] = 1 if neg else 0
+                        o_mag[t, i, j] = 0
+                        o_exp[t, i, j] = 0
+                    continue
+                # E: the largest exponent among the terms (excluded zeros sit far below), clamped
+                big_e = cexp
+                for k in range(kn):
+                    big_e = max(big_e, ea[i, k] + eb[j, k])
+                big_e = max(big_e, floor_abs)
+                # C term: truncated toward zero in sign-magnitude to a multiple of 2^(E - frac)
+                sh = min(big_e - cexp + lcr, 62)
+                m = (abs(csig) << lcl) >> sh
+                sg = csig >> 63  # 0 or -1: (m ^ sg) - sg negates m when sg == -1
+                acc = (m ^ sg) - sg
+                # products: exact significand products, truncated the same way, summed exactly
+                for k in range(kn):
+                    p = sa[i, k] * sb[j, k]
+                    sh = min(big_e - (ea[i, k] + eb[j, k]) + lpr, 62)
+                    m = (abs(p) << lpl) >> sh
+                    sg = p >> 63
+                    acc += (m ^ sg) - sg
+                neg = acc < 0
+                if acc == 0:
+                    # exact zero sum: +0, or -0 under IEEE rules when every term is a -0
+                    neg = zero_ieee and _all_negative_zeros(ca, ga, cb, gb, i, j, kn, ccls, csgn)
+                mag = abs(acc)
+                if inline:
+                    if mag == 0:
+                        out_bits[t, i, j] = sbit if neg else 0
+                    else:
+                        out_bits[t, i, j] = _round_to_bits(neg, mag, big_e - frac, dm, demin, demax,
+                                                           rn, sat, uf_plus)
+                else:
+                    o_code[t, i, j] = _C_FINITE
+                    o_sign[t, i, j] = 1 if neg else 0
+                    o_mag[t, i, j] = mag
+                    o_exp[t, i, j] = big_e - frac
+
+
+# ---- the Python driver ----------------------------------------------------------------------------
+
+def _check_operand(x, name: str, dtype, trailing: tuple) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.dtype != np.dtype(dtype):
+        raise bad_argument(name, arr.dtype, f"expected {np.dtype(dtype).name} bit patterns")
+    if arr.ndim < 2 or arr.shape[-2:] != trailing:
+        raise bad_argument(name, arr.shape, f"expected shape (..., {trailing[0]}, {trailing[1]})")
+    return arr
+
+
+def _finish_round_exact(sign, mag, exp, code, dfmt: FloatFormat, mode: str, model: MmaModel) -> np.ndarray:
+    """Bits of D from the kernel's exact sums, rounded by the shared formats.round_exact."""
+    bits = round_exact(sign, mag, exp, dfmt, mode, satfinite=model.overflow == "saturate").astype(np.int64)
+    if model.overflow == "inf":
+        # the device overflows to Inf when |sum| >= 2^(emax+1), also under RZ (IEEE RZ would saturate)
+        top = exp + np.frexp(mag.astype(np.float64))[1] - 1  # bit length of mag (< 2^53: exact)
+        bits = np.where((mag > 0) & (top > dfmt.emax), dfmt.inf + sign.astype(np.int64) * dfmt.sign_bit, bits)
+    if model.underflow_sign == "+0":
+        # a nonzero sum that rounds to zero gives +0
+        bits = np.where((mag > 0) & ((bits & ~dfmt.sign_bit) == 0), 0, bits)
+    bits = np.where(code == _C_INF, dfmt.inf + sign.astype(np.int64) * dfmt.sign_bit, bits)
+    bits = np.where(code == _C_NAN, dfmt.canonical_nan, bits)  # canonical NaN 0x7FFFFFFF / 0x7FFF
+    return bits.astype(dfmt.dtype)
+
+
+def _step(a, b, c, k0, kn, afmt, dfmt, model: MmaModel, engine: str) -> np.ndarray:
+    """One fused step over products k0..k0+kn-1 plus C, rounded to D's format."""
+    tsig, texp, tcls, tsgn = _tables(afmt, _zero_e(afmt, model))
+    c32 = dfmt is F32
+    floor_abs = _EXCLUDED if model.e_floor is None else dfmt.emin + model.e_floor
+    mode = model.round_f32 if dfmt is F32 else model.round_f16
+    inline = engine == "numba"
+    shape = c.shape
+    if inline:
+        out_bits = np.empty(shape, dfmt.dtype)
+        o_sign = np.empty((1, 1, 1), np.uint8)
+        o_mag = o_exp = np.empty((1, 1, 1), np.int64)
+        o_code = np.empty((1, 1, 1), np.uint8)
+    else:
+        out_bits = np.empty((1, 1, 1), dfmt.dtype)
+        o_sign = np.empty(shape, np.uint8)
+        o_mag = np.empty(shape, np.int64)
+        o_exp = np.empty(shape, np.int64)
+        o_code = np.empty(shape, np.uint8)
+    _mma_kernel(a, b, c, k0, kn, tsig, texp, tcls, tsgn, afmt.mbits, c32, _zero_e(dfmt, model), dfmt.mbits,
+                model.frac_bits, floor_abs, model.zero_sign == "ieee",
+                inline, dfmt.mbits, dfmt.emin, dfmt.emax, mode == "rn", model.overflow == "saturate",
+                model.underflow_sign == "+0", dfmt.canonical_nan,
+                out_bits, o_sign, o_mag, o_exp, o_code)
+    if inline:
+        return out_bits
+    return _finish_round_exact(o_sign, o_mag, o_exp, o_code, dfmt, mode, model)
+
+
+def mma(a, b, c, *, k: int, atype: str, ctype: str, arch: str = "sm_90", model: MmaModel | None = None,
+        engine: str = "numba") -> np.ndarray:
+    """D = A @ B + C for batches of m16n8k{k} tiles, bit for bit as the tensor core computes it.
+
+    a: (..., 16, k) uint16 A patterns (row-major); b: (..., k, 8) uint16 B patterns (K x N);
+    c: (..., 16, 8) C patterns (uint32 for ctype="f32", uint16 for "f16"); equal batch shapes.
+    ``model`` overrides ``MODELS[arch]`` (for experiments); ``engine="round_exact"`` rounds with
+    formats.round_exact instead of the fused njit rounding (same bits, much slower).
+    """
+    if k not in (8, 16):
+        raise bad_argument("k", k, "expected 16 (mma.m16n8k16) or 8 (mma.m16n8k8)")
+    if atype not in ATYPES:
+        raise bad_argument("atype", atype, f"expected one of {sorted(ATYPES)}")
+    if ctype not in CTYPES:
+        raise bad_argument("ctype", ctype, f"expected one of {sorted(CTYPES)}")
+    if arch not in ARCHS:
+        raise bad_argument("arch", arch, f"expected one of {ARCHS}")
+    if engine not in ENGINES:
+        raise bad_argument("engine", engine, f"expected one of {ENGINES}")
+    if atype == "bf16" and ctype == "f16":
+        raise bad_argument("ctype", ctype, "PTX mma has no bf16 variant with an f16 accumulator (use ctype='f32')")
+    if (k, atype, ctype) not in MODELLED:
+        raise NotImplementedError(
+            f"mma.m16n8k{k} with atype={atype!r}, ctype={ctype!r} is not modelled; modelled "
+            f"(k, atype, ctype): {sorted(MODELLED)}")
+    if model is None:
+        model = MODELS[arch]
+    elif not isinstance(model, MmaModel):
+        raise bad_argument("model", model, "expected an MmaModel (see flashsim.numerics.mma.MODELS)")
+    step = k if model.products_per_step is None else model.products_per_step
+    if k % step:
+        raise bad_argument("model", model.name, f"products_per_step={step} does not divide k={k}")
+    afmt, dfmt = ATYPES[atype], CTYPES[ctype]
+
+    a = _check_operand(a, "a", np.uint16, (16, k))
+    b = _check_operand(b, "b", np.uint16, (k, 8))
+    c = _check_operand(c, "c", dfmt.dtype, (16, 8))
+    batch = a.shape[:-2]
+    if b.shape[:-2] != batch:
+        raise bad_argument("b", b.shape, f"batch shape {b.shape[:-2]} differs from a's {batch} (no broadcasting)")
+    if c.shape[:-2] != batch:
+        raise bad_argument("c", c.shape, f"batch shape {c.shape[:-2]} differs from a's {batch} (no broadcasting)")
+
+    a3 = np.ascontiguousarray(a.reshape(-1, 16, k))
+    b3 = np.ascontiguousarray(b.reshape(-1, k, 8))
+    d = np.ascontiguousarray(c.reshape(-1, 16, 8))
+    # chained steps (sm_80): each step's D, rounded to D's format, is the next step's C
+    for k0 in range(0, k, step):
+        d = _step(a3, b3, d, k0, step, afmt, dfmt, model, engine)
+    return d.reshape(c.shape)
+
+
+def mma_m16n8k16(a, b, c, *, atype: str, ctype: str, arch: str = "sm_90", model: MmaModel | None = None) -> np.ndarray:
+    """mma.sync.aligned.m16n8k16.row.col: (..., 16, 16) A, (..., 16, 8) B, (..., 16, 8) C -> D (c's dtype)."""
+    return mma(a, b, c, k=16, atype=atype, ctype=ctype, arch=arch, model=model)
+
+
+def mma_m16n8k8(a, b, c, *, atype: str, ctype: str, arch: str = "sm_90", model: MmaModel | None = None) -> np.ndarray:
+    """mma.sync.aligned.m16n8k8.row.col: (..., 16, 8) A, (..., 8, 8) B, (..., 16, 8) C -> D (c's dtype)."""
+    return mma(a, b, c, k=8, atype=atype, ctype=ctype, arch=arch, model=model)

@@ -183,6 +183,24 @@ def _directed(af, cf, k) -> dict[str, tuple]:
         b[2, :] = _val(af, 2.0 ** -3)
     out["truncation_bits"] = tile_set(truncation_bits)
 
+    def floor_sweep(t, a, b, c, rng):
+        # a term on D's rounding boundary minus a tiny term 2^-j: the tiny term survives the
+        # alignment only if j <= E - frac_bits, so the j where the result changes gives E's clamp
+        a[:, :] = 0
+        b[:, :] = 0
+        if cf is F16:   # f16 D: 1.5 * 2^-24 is a tie on the 2^-24 grid; tiny 2^-j, j = 40..48
+            a[:, 0], b[0, :] = _val(af, 1.5 * 2.0 ** -12), _val(af, 2.0 ** -12)
+            j = 40 + t % 9
+            a[:, 1], b[1, :] = _val(af, -(2.0 ** -(j - 24))), _val(af, 2.0 ** -24)
+        elif af is BF16:  # f32 D: 2^-148 = two f32 subnormal units (RZ); tiny 2^-j, j = 150..181
+            a[:, 0], b[0, :] = _val(af, 2.0 ** -74), _val(af, 2.0 ** -74)
+            j = 150 + t % 32
+            a[:, 1], b[1, :] = _val(af, -(2.0 ** -75)), _val(af, 2.0 ** -(j - 75))
+        else:           # f16 products cannot come near the f32 clamp; a plain tie test instead
+            a[:, 0], b[0, :] = one, one
+            a[:, 1], b[1, :] = _val(af, -(2.0 ** -(12 + t % 12))), _val(af, 2.0 ** -12)
+    out["floor_sweep"] = tile_set(floor_sweep)
+
     def inf_nan(t, a, b, c, rng):
         a[:, :] = _finite(rng, af, a.shape, -2, 2)
         b[:, :] = _finite(rng, af, b.shape, -2, 2)

@@ -82,11 +82,16 @@ def test_satfinite_relu_ftz_and_nan():
     assert [hex(v) for v in sat[:5]] == ["0x7bff", "0xfbff", "0x7bff", "0x7bff", "0x7fff"]
     relu = C.cvt("cvt.rn.relu.f16.f32", x)
     assert relu[5] == 0 and relu[6] == 0 and relu[4] == 0x7FFF
-    # rp of the smallest f32 subnormal: the smallest f16 subnormal, unless .ftz flushes the source
+    # rp of the smallest f32 subnormal: the smallest f16/bf16 subnormal; .ftz flushes the source for
+    # bf16 but not for f16 (the device ignores .ftz on the f16 form)
     assert C.cvt("cvt.rp.f16.f32", x)[7] == 0x0001
-    assert C.cvt("cvt.rp.ftz.f16.f32", x)[7] == 0x0000
-    assert C.cvt("cvt.rm.f16.f32", x)[8] == 0x8001
-    assert C.cvt("cvt.rm.ftz.f16.f32", x)[8] == 0x8000
+    assert C.cvt("cvt.rp.ftz.f16.f32", x)[7] == 0x0001
+    assert C.cvt("cvt.rp.bf16.f32", x)[7] == 0x0001
+    assert C.cvt("cvt.rp.ftz.bf16.f32", x)[7] == 0x0000
+    assert C.cvt("cvt.rm.ftz.bf16.f32", x)[8] == 0x8000
+    # widening bf16 keeps NaN payloads (a shift); f16 gives the canonical NaN
+    assert C.cvt("cvt.f32.bf16", np.array([0xFF81], np.uint16))[0] == 0xFF810000
+    assert C.cvt("cvt.f32.f16", np.array([0xFC01], np.uint16))[0] == 0x7FFFFFFF
     assert C.cvt("cvt.rn.bf16.f32", x)[4] == 0x7FFF
 
 

@@ -84,9 +84,16 @@ def cvt(op: str, a, b=None) -> np.ndarray:
 
 
 def _convert(bits, sfmt, dfmt, rnd, mods):
-    # f32 -> f16: .ftz flushes a subnormal f32 source to a signed zero before rounding
-    return requantize(bits, sfmt, dfmt, rnd or "rn", ftz_in="ftz" in mods,
-                      satfinite="satfinite" in mods, relu="relu" in mods)
+    if sfmt is BF16:
+        # cvt.f32.bf16 is a 16-bit left shift on sm_90 (IMAD.U32 x, 0x10000): exact, NaN payloads kept
+        return bits.astype(np.uint32) << np.uint32(16)
+    # .ftz flushes a subnormal f32 source to a signed zero before rounding -- for a bf16 destination
+    # only: for f16, ptxas emits the same F2F as without .ftz and the device does not flush
+    # (cvt.rp.ftz.f16.f32 of 2^-149 gives 0x0001 on sm_90)
+    ftz = "ftz" in mods and dfmt is BF16
+    # f16 -> f32 (HADD2.F32) returns the canonical NaN 0x7FFFFFFF for every NaN input
+    return requantize(bits, sfmt, dfmt, rnd or "rn", ftz_in=ftz, satfinite="satfinite" in mods,
+                      relu="relu" in mods)
 
 
 def f32_to_f16(x, mode: str = "rn", *, ftz: bool = False, relu: bool = False, satfinite: bool = False):

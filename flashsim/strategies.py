@@ -96,8 +96,9 @@ def mma_tiles(draw, atype: str = "f16", ctype: str = "f32", k: int = 16, *, spre
         a_kw = c_kw = {}
     else:
         centre = draw(st.integers(-6, 6))
-        a_kw = {"exp_range": (centre - spread // 2, centre - spread // 2 + spread)}
-        c_kw = {"exp_range": (2 * centre - spread, 2 * centre + spread)}
+        # the window holds every finite draw: no subnormals outside it
+        a_kw = {"exp_range": (centre - spread // 2, centre - spread // 2 + spread), "subnormal_weight": 0.0}
+        c_kw = {"exp_range": (2 * centre - spread, 2 * centre + spread), "subnormal_weight": 0.0}
     if not specials:
         a_kw = dict(a_kw, special_weight=0.0)
         c_kw = dict(c_kw, special_weight=0.0)

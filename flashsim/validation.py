@@ -23,6 +23,28 @@ class Modelled:
     note: str = ""
 
 
+_HMMA = {"m16n8k16": "HMMA.16816", "m16n8k8": "HMMA.1688"}
+
+
+def cvt_sass(op: str) -> str:
+    """The SASS ptxas (CUDA 13.0, sm_90) emits for a cvt form, as read with cuobjdump -sass."""
+    from flashsim.numerics import cvt
+
+    dst, src, rnd, mods = cvt.parse(op)
+    if src == "f16":
+        return "HADD2.F32"
+    if src == "bf16":
+        return "IMAD.U32 (<< 16)"
+    t = "BF16" if dst.startswith("bf16") else "F16"
+    if rnd in ("rm", "rp"):
+        return f"F2F{'.FTZ' if 'ftz' in mods and t == 'BF16' else ''}.{t}.F32.{rnd.upper()}"
+    if "ftz" in mods and t == "BF16":
+        return f"F2F.FTZ.BF16.F32{'.RZ' if rnd == 'rz' else ''}"
+    flags = "".join(f".{m.upper()}" for m in ("satfinite", "relu") if m in mods)
+    form = "MERGE_C" if flags and not dst.endswith("x2") else "PACK_AB"
+    return f"F2FP{flags}.{t}.F32.{form}{'.RZ' if rnd == 'rz' else ''}"
+
+
 def modelled() -> list[Modelled]:
     """Every instruction flashsim models, in a stable order."""
     from flashsim.numerics import cvt, fp32
@@ -31,14 +53,14 @@ def modelled() -> list[Modelled]:
     for shape, atype, ctype in (("m16n8k16", "f16", "f32"), ("m16n8k16", "bf16", "f32"), ("m16n8k16", "f16", "f16"),
                                 ("m16n8k8", "f16", "f32"), ("m16n8k8", "bf16", "f32")):
         ptx = f"mma.sync.aligned.{shape}.row.col.{ctype}.{atype}.{atype}.{ctype}"
-        sass = f"HMMA.{shape[1:].replace('n', '').replace('k', '').replace('m', '')}.{ctype.upper()}" + (
-            ".BF16" if atype == "bf16" else "")
+        sass = f"{_HMMA[shape]}.{ctype.upper()}" + (".BF16" if atype == "bf16" else "")
         out.append(Modelled(ptx, "sm_90", sass))
-        out.append(Modelled(ptx, "sm_80", sass, "published A100 model (two chained k8 steps); no sm_80 GPU here"))
+        out.append(Modelled(ptx, "sm_80", sass, "published A100 model; no sm_80 GPU to check it on"))
     for name, (ptx, _, _) in fp32.OPS.items():
-        out.append(Modelled(ptx, "sm_90", {"ffma": "FFMA", "fadd": "FADD", "fmul": "FMUL"}.get(name[:4], "FMNMX")))
+        base = {"ffma": "FFMA", "fadd": "FADD", "fmul": "FMUL"}.get(name[:4], "FMNMX")
+        out.append(Modelled(ptx, "sm_90", base + (".FTZ" if "ftz" in name else ".NAN" if "nan" in name else "")))
     for op in cvt.MODELLED_OPS:
-        out.append(Modelled(op, "sm_90", "F2F/F2FP" if "f32" in op.split(".")[-1] else "HADD2.F32/SHL"))
+        out.append(Modelled(op, "sm_90", cvt_sass(op)))
     return out
 
 

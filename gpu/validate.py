@@ -232,6 +232,34 @@ def validate_cvt(rng, n_random: int, keep: int, log):
     return results, golden
 
 
+def records_from_report(report: dict) -> list[dict]:
+    """The verification records ``flashsim info`` reads, one per instruction of a validation report."""
+    prov = report["provenance"]
+    return [{"instruction": r["instruction"], "arch": r["arch"], "gpu": prov["name"], "cc": prov["compute_capability"],
+             "driver": prov["driver_release"], "cuda_runtime": prov["cuda_runtime_version"],
+             "nvrtc": prov["nvrtc_version"], "cases": r["outputs"], "mismatches": r["mismatches"],
+             "date": prov["date"], "report": "traces/numerics/report.json"}
+            for r in report["results"]]
+
+
+GOLDEN_FILES = ("mma_k16.npz", "mma_k8.npz", "f32.npz", "cvt.npz", "report.json", "validate.log")
+
+
+def install(out: Path, root: Path) -> None:
+    """Copy a validation run's golden samples, report and records into a checkout (atomically per file)."""
+    import os
+    import shutil
+
+    dest = root / "traces" / "numerics"
+    dest.mkdir(parents=True, exist_ok=True)
+    pairs = [(out / n, dest / n) for n in GOLDEN_FILES] + [
+        (out / "validation.json", root / "flashsim" / "data" / "validation.json")]
+    for src, dst in pairs:
+        tmp = dst.with_name(dst.name + ".tmp")
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+
+
 def save_npz(path: Path, arrays: dict, prov: dict):
     np.savez_compressed(path, provenance=np.array(json.dumps(prov, sort_keys=True)), **arrays)
 
@@ -245,6 +273,9 @@ def main(argv=None):
     ap.add_argument("--f32-per-set", type=int, default=1_250_000)
     ap.add_argument("--cvt-random", type=int, default=6_500_000)
     ap.add_argument("--only", choices=["mma", "f32", "cvt"], action="append")
+    ap.add_argument("--install", action="store_true",
+                    help="also copy the golden samples and report to traces/numerics/ and the records to "
+                         "flashsim/data/validation.json of this checkout (only after a full, clean run)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     logf = open(args.out / "validate.log", "a")
@@ -277,12 +308,15 @@ def main(argv=None):
         report["results"] += res
         save_npz(args.out / "cvt.npz", golden, prov)
     (args.out / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True))
-    records = [{"instruction": r["instruction"], "arch": r["arch"], "gpu": prov.get("name"),
-                "cc": prov.get("compute_capability"), "driver": prov.get("driver"), "cuda": prov.get("cuda_runtime"),
-                "cases": r["outputs"], "mismatches": r["mismatches"], "date": prov["date"]}
-               for r in report["results"]]
+    records = records_from_report(report)
     (args.out / "validation.json").write_text(json.dumps(records, indent=1))
     bad = [r for r in report["results"] if r["mismatches"]]
+    if args.install:
+        if bad or args.only:
+            log("not installing: the run had mismatches or was partial")
+        else:
+            install(args.out, Path(__file__).resolve().parent.parent)
+            log("installed golden data into traces/numerics and records into flashsim/data")
     log(f"SUMMARY: {len(report['results'])} instructions, {len(bad)} with mismatches: "
         + ", ".join(f"{r['instruction']}={r['mismatches']}" for r in bad))
     return 1 if bad else 0

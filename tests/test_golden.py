@@ -29,7 +29,8 @@ def test_every_golden_file_is_present():
 def test_golden_provenance_names_the_gpu():
     for name in REPLAYERS:
         _, prov = load(GOLDEN / name)
-        for key in ("name", "compute_capability", "driver", "cuda_runtime", "cupy", "date", "seed", "sources"):
+        for key in ("name", "compute_capability", "driver_release", "cuda_runtime_version", "nvrtc_version",
+                    "cupy_version", "date", "seed", "sources"):
             assert key in prov, (name, key)
         assert prov["compute_capability"].startswith("9.0")
 
@@ -64,3 +65,13 @@ def test_damaged_files_are_reported(tmp_path):
         REPLAYERS["mma_k16.npz"](truncated)
     with pytest.raises(TraceError, match="no golden numerics files"):
         replay_all(tmp_path / "empty")
+
+
+@pytest.mark.gpu
+def test_update_golden(run_options, tmp_path):
+    """`pytest --gpu --update-golden` re-runs the full validation and rewrites traces/numerics."""
+    if not run_options.update_golden:
+        pytest.skip("rewrites traces/numerics only under --update-golden")
+    from gpu import validate
+
+    assert validate.main(["--out", str(tmp_path), "--install"]) == 0

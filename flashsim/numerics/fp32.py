@@ -6,6 +6,10 @@ gives the exact error; an even result with a nonzero error moves one ulp toward 
 round-to-odd value of >= 24 + 2 bits to f32 with round-to-nearest-even equals rounding the exact
 value once (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums", 2008); this also holds
 for f32 subnormal results, which float64 represents with 53 bits.
+
+Every semantic here matched an sm_90 GPU on 10 million cases per instruction
+(traces/numerics/report.json): canonical NaN results, .ftz flushing inputs and results that are
+subnormal after rounding, FMNMX ordering -0 below +0.
 """
 
 from __future__ import annotations

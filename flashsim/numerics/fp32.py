@@ -8,8 +8,9 @@ value once (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums", 20
 for f32 subnormal results, which float64 represents with 53 bits.
 
 Every semantic here matched an sm_90 GPU on 10 million cases per instruction
-(traces/numerics/report.json): canonical NaN results, .ftz flushing inputs and results that are
-subnormal after rounding, FMNMX ordering -0 below +0.
+(traces/numerics/report.json): canonical NaN results, .ftz flushing subnormal inputs and results (the
+model flushes a result that is subnormal after rounding; no validation set targets the difference
+from flushing before rounding), FMNMX ordering -0 below +0.
 """
 
 from __future__ import annotations

@@ -251,6 +251,12 @@ def f32_operands(rng, n: int) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndar
     sets["overflow_edge"] = (_finite(rng, F32, (n,), 60, 64), _finite(rng, F32, (n,), 60, 64),
                              _finite(rng, F32, (n,), 125, 127))
     sets["specials"] = tuple(_sprinkle(rng, _finite(rng, F32, (n,), -5, 5), F32, 0.2) for _ in range(3))
+    # products just below 2^-126 that round up to it (or stay below): does .ftz flush by the value
+    # before rounding or by the rounded result?
+    a = (0x3F7FFF00 + rng.integers(0, 256, n)).astype(np.uint32)
+    b = (0x00800000 + rng.integers(0, 4, n)).astype(np.uint32) | (rng.integers(0, 2, n).astype(np.uint32) << 31)
+    c = np.where(rng.random(n) < 0.5, 0, rng.integers(0, 8, n)).astype(np.uint32)
+    sets["ftz_boundary"] = (a, b, c)
     return sets
 
 

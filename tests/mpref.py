@@ -40,6 +40,13 @@ def round_to(x, fmt: FloatFormat, mode: str = "rn") -> int:
     return encode(r, fmt)
 
 
+def round_unbounded(x, bits: int):
+    """Round to ``bits`` significant bits, nearest-even, with no exponent limits."""
+    exact = gmpy2.mpfr(x, 400)  # made outside the narrow context, as in round_to
+    with gmpy2.context(gmpy2.context(precision=bits, emin=-100000, emax=100000, round=gmpy2.RoundToNearest)):
+        return +exact
+
+
 def exact_fma(a: float, b: float, c: float):
     with gmpy2.context(gmpy2.context(precision=400)):
         return gmpy2.mpfr(a) * gmpy2.mpfr(b) + gmpy2.mpfr(c)
@@ -50,4 +57,4 @@ def exact_add(a: float, b: float):
         return gmpy2.mpfr(a) + gmpy2.mpfr(b)
 
 
-__all__ = ["BF16", "F16", "F32", "context", "encode", "exact_add", "exact_fma", "round_to", "value"]
+__all__ = ["BF16", "F16", "F32", "context", "encode", "exact_add", "exact_fma", "round_to", "round_unbounded", "value"]

@@ -45,8 +45,8 @@ def _ref(op, *xs, ftz=False):
         out = int(np.float32(z).view(np.uint32))
     else:
         out = mpref.round_to(exact, F32, "rn")
-    if ftz and (out & 0x7F800000) == 0:
-        out &= 0x80000000
+    if ftz and exact != 0 and abs(float(mpref.round_unbounded(exact, 24))) < 2.0**-126:
+        out &= 0x80000000  # the device flushes what is tiny after 24-bit rounding (unbounded exponent)
     return out
 
 
@@ -115,6 +115,13 @@ def test_ftz_flushes_inputs_and_results():
     # a normal*normal product that lands in the subnormal range is flushed, keeping its sign
     half = np.array([0x00800000], np.uint32)   # 2^-126
     assert fp32.mul(half, np.array([0xBF000000], np.uint32), ftz=True)[0] == 0x80000000
+    # 2^-126 - 2^-150 rounds to 2^-126 in the subnormal format but is tiny at 24 bits: flushed
+    a, b = np.array([0x3F7FFFFF], np.uint32), np.array([0x00800000], np.uint32)
+    assert fp32.mul(a, b)[0] == 0x00800000 and fp32.mul(a, b, ftz=True)[0] == 0
+    assert fp32.fma(a, b, np.array([0x80000000], np.uint32), ftz=True)[0] == 0
+    # 2^-126 * (1 - 2^-46) rounds up to 2^-126 even at 24 bits: kept
+    a, b = np.array([0x3F7FFFFE], np.uint32), np.array([0x00800001], np.uint32)
+    assert fp32.mul(a, b, ftz=True)[0] == 0x00800000
 
 
 @given(bit_arrays(F32, (32,)), bit_arrays(F32, (32,)))

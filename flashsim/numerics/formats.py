@@ -129,13 +129,13 @@ def _bit_length(v: np.ndarray) -> np.ndarray:
 
 
 def round_exact(sign, mag, exp, fmt: FloatFormat, mode: str = "rn", *, sticky=None,
-                ftz: bool = False, satfinite: bool = False) -> np.ndarray:
+                satfinite: bool = False) -> np.ndarray:
     """Round the exact value (-1)^sign * (mag + r) * 2^exp to ``fmt`` with one PTX rounding mode.
 
     ``mag`` is a non-negative integer array (< 2^63), ``r`` in (0, 1) is present where ``sticky`` is
     true. Overflow follows IEEE 754 for the mode (rn: Inf; rz: max finite; rm/rp: toward their
-    infinity only), or max finite for every mode with ``satfinite`` (PTX .satfinite). With ``ftz``, a
-    result that is subnormal after rounding becomes a zero of the same sign.
+    infinity only), or max finite for every mode with ``satfinite`` (PTX .satfinite). Subnormal
+    results are kept: each instruction that flushes does so itself (its rule differs, see fp32).
     """
     if mode not in ROUNDING_MODES:
         raise bad_argument("mode", mode, f"expected one of {ROUNDING_MODES}")
@@ -197,15 +197,12 @@ def round_exact(sign, mag, exp, fmt: FloatFormat, mode: str = "rn", *, sticky=No
     else:
         over_val = np.where(neg, fmt.max_finite, fmt.inf)
     body = np.where(overflow, over_val, body)
-    if ftz:
-        # flush to zero: a result whose exponent field is 0 after rounding becomes a signed zero
-        body = np.where(body < (1 << m), 0, body)
     out = body + sign * fmt.sign_bit
     return out.astype(fmt.dtype)
 
 
 def requantize(bits, src: FloatFormat, dst: FloatFormat, mode: str = "rn", *, ftz_in: bool = False,
-               ftz_out: bool = False, satfinite: bool = False, relu: bool = False,
+               satfinite: bool = False, relu: bool = False,
                nan: int | None = None) -> np.ndarray:
     """Convert bit patterns of ``src`` to ``dst`` (the engine of every cvt).
 
@@ -218,7 +215,7 @@ def requantize(bits, src: FloatFormat, dst: FloatFormat, mode: str = "rn", *, ft
         sub = (cls == FINITE) & (sig < (1 << src.mbits))
         sig = np.where(sub, 0, sig)
         cls = np.where(sub, ZERO, cls)
-    out = round_exact(sign, sig, exp, dst, mode, ftz=ftz_out, satfinite=satfinite).astype(np.int64)
+    out = round_exact(sign, sig, exp, dst, mode, satfinite=satfinite).astype(np.int64)
     inf_val = dst.max_finite if satfinite else dst.inf
     out = np.where(cls == INF, inf_val + sign.astype(np.int64) * dst.sign_bit, out)
     if relu:

@@ -8,9 +8,9 @@ value once (Boldo & Melquiond, "Emulation of FMA and correctly rounded sums", 20
 for f32 subnormal results, which float64 represents with 53 bits.
 
 Every semantic here matched an sm_90 GPU on 10 million cases per instruction
-(traces/numerics/report.json): canonical NaN results, .ftz flushing subnormal inputs and results (the
-model flushes a result that is subnormal after rounding; no validation set targets the difference
-from flushing before rounding), FMNMX ordering -0 below +0.
+(traces/numerics/report.json): canonical NaN results, .ftz flushing subnormal inputs, and flushing results
+that are tiny after rounding to 24 bits with an unbounded exponent (not the subnormal-format
+rounding), FMNMX ordering -0 below +0.
 """
 
 from __future__ import annotations
@@ -55,8 +55,14 @@ def _round_to_odd_sum(p: np.ndarray, c: np.ndarray) -> np.ndarray:
 def _to_f32(r: np.ndarray, ftz: bool) -> np.ndarray:
     out = r.astype(np.float32).view(np.uint32)  # one round-to-nearest-even step
     if ftz:
-        # .ftz on the result: a subnormal result (after rounding) becomes a zero of the same sign
-        out = np.where((out & _EXP) == 0, out & _SIGN, out)
+        # .ftz on the result (measured on sm_90, "ftz_boundary" set): the result is flushed to a zero of
+        # its sign when, rounded to 24 bits with an unbounded exponent, it is below 2^-126 (IEEE
+        # tininess after rounding). So 2^-126 - 2^-150, which rounds to 2^-126 in the subnormal
+        # format, is still flushed; a value just below 2^-126 that 24-bit rounding lifts to 2^-126 is not.
+        small = np.abs(r) < 2.0**-125
+        scaled = np.where(small, r * 2.0**64, 1.0).astype(np.float32)  # 24-bit RNE, now in normal range
+        tiny = small & (np.abs(scaled) < np.float32(2.0**-62))
+        out = np.where(tiny, out & _SIGN, out)
     return np.where(np.isnan(r), _CANON_NAN, out).astype(np.uint32)
 
 

@@ -1,0 +1,53 @@
+// probe_sfu.cu: the special-function unit (MUFU) and the PTX instructions built on it, for sweeps.
+//
+// Sweep kernels take no input array: element i evaluates the instruction on the bit pattern
+// start + i, so all 2^32 f32 inputs can be covered in a few launches without host traffic.
+// Array kernels take explicit inputs (bit patterns in, bit patterns out).
+// PTX ISA, "Floating Point Instructions": ex2, lg2, rcp, tanh (approx forms), rcp.rn, div.rn; the
+// .ftz approx forms are one MUFU each on sm_90 (cuobjdump -sass), the non-ftz forms wrap it.
+
+#define SWEEP(NAME, PTX)                                                                            \
+    extern "C" __global__ void NAME(unsigned int start, unsigned int* __restrict__ out,            \
+                                    unsigned long long n) {                                        \
+        unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;           \
+        if (i >= n) return;                                                                         \
+        unsigned int x = start + (unsigned int)i, r;                                                \
+        asm volatile(PTX " %0, %1;" : "=r"(r) : "r"(x));                                           \
+        out[i] = r;                                                                                 \
+    }
+
+#define ARRAY(NAME, PTX)                                                                            \
+    extern "C" __global__ void NAME(const unsigned int* __restrict__ x, unsigned int* __restrict__ out, \
+                                    unsigned long long n) {                                        \
+        unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;           \
+        if (i >= n) return;                                                                         \
+        unsigned int r;                                                                             \
+        asm volatile(PTX " %0, %1;" : "=r"(r) : "r"(x[i]));                                        \
+        out[i] = r;                                                                                 \
+    }
+
+#define SFU_OPS(X)                                                                                  \
+    X(ex2_approx_ftz_f32, "ex2.approx.ftz.f32")                                                     \
+    X(ex2_approx_f32, "ex2.approx.f32")                                                             \
+    X(lg2_approx_ftz_f32, "lg2.approx.ftz.f32")                                                     \
+    X(lg2_approx_f32, "lg2.approx.f32")                                                             \
+    X(rcp_approx_ftz_f32, "rcp.approx.ftz.f32")                                                     \
+    X(rcp_approx_f32, "rcp.approx.f32")                                                             \
+    X(tanh_approx_f32, "tanh.approx.f32")                                                           \
+    X(rcp_rn_f32, "rcp.rn.f32")                                                                     \
+    X(ex2_approx_f16x2, "ex2.approx.f16x2")                                                         \
+    X(ex2_approx_ftz_bf16x2, "ex2.approx.ftz.bf16x2")
+
+#define SWEEP_OP(NAME, PTX) SWEEP(sweep_##NAME, PTX)
+#define ARRAY_OP(NAME, PTX) ARRAY(array_##NAME, PTX)
+SFU_OPS(SWEEP_OP)
+SFU_OPS(ARRAY_OP)
+
+extern "C" __global__ void array_div_rn_f32(const unsigned int* __restrict__ x, const unsigned int* __restrict__ y,
+                                            unsigned int* __restrict__ out, unsigned long long n) {
+    unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    unsigned int r;
+    asm volatile("div.rn.f32 %0, %1, %2;" : "=r"(r) : "r"(x[i]), "r"(y[i]));
+    out[i] = r;
+}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from flashsim.errors import bad_argument
-from flashsim.numerics.formats import F32, as_bits
+from flashsim.numerics.formats import F32, as_bits, round_exact
 
 _CANON_NAN = np.uint32(F32.canonical_nan)  # FFMA/FADD/FMUL produce 0x7FFFFFFF for every NaN result
 _SIGN = np.uint32(0x80000000)
@@ -66,12 +66,37 @@ def _to_f32(r: np.ndarray, ftz: bool) -> np.ndarray:
     return np.where(np.isnan(r), _CANON_NAN, out).astype(np.uint32)
 
 
-def fma(a, b, c, *, ftz: bool = False) -> np.ndarray:
-    """``fma.rn{.ftz}.f32`` (FFMA): a*b + c with a single round-to-nearest-even."""
+def _to_f32_directed(r: np.ndarray, mode: str) -> np.ndarray:
+    """Round a round-to-odd float64 (>= 26 bits) to f32 with a directed mode; exact by the same theorem."""
+    finite = np.isfinite(r)
+    safe = np.where(finite, r, 0.0)
+    m, e = np.frexp(np.abs(safe))
+    out = round_exact((safe < 0) | ((safe == 0) & np.signbit(safe)), (m * 2.0**53).astype(np.int64), e - 53, F32, mode)
+    out = np.where(np.isinf(r), np.where(r > 0, np.uint32(0x7F800000), np.uint32(0xFF800000)), out)
+    return np.where(np.isnan(r), _CANON_NAN, out).astype(np.uint32)
+
+
+def _saturate(bits: np.ndarray) -> np.ndarray:
+    # .sat (FFMA.SAT): clamp to [+0, 1]; NaN and -0 become +0 (PTX ISA, "fma": saturation)
+    f = bits.view(np.float32)
+    with np.errstate(invalid="ignore"):
+        out = np.where(f > 1.0, np.uint32(0x3F800000), bits)
+        out = np.where(~(f > 0.0), np.uint32(0), out)
+    return out.astype(np.uint32)
+
+
+def fma(a, b, c, *, ftz: bool = False, rnd: str = "rn", sat: bool = False) -> np.ndarray:
+    """``fma.<rnd>{.ftz}{.sat}.f32`` (FFMA): a*b + c rounded once (rn, rz, rm, rp); .sat clamps to [0, 1]."""
     _same_shape(a=a, b=b, c=c)
+    if rnd not in ("rn", "rz", "rm", "rp"):
+        raise bad_argument("rnd", rnd, "expected 'rn', 'rz', 'rm' or 'rp'")
+    if ftz and rnd != "rn":
+        raise NotImplementedError(f"fma.{rnd}.ftz.f32: flush-to-zero with a directed rounding is not modelled")
     with np.errstate(all="ignore"):
         p = _operand(a, "a", ftz) * _operand(b, "b", ftz)  # exact: 24 x 24 bits fit in 53
-        return _to_f32(_round_to_odd_sum(p, _operand(c, "c", ftz)), ftz)
+        r = _round_to_odd_sum(p, _operand(c, "c", ftz))
+        out = _to_f32(r, ftz) if rnd == "rn" else _to_f32_directed(r, rnd)
+    return _saturate(out) if sat else out
 
 
 def add(a, b, *, ftz: bool = False) -> np.ndarray:

@@ -119,7 +119,39 @@ def replay_cvt(path) -> list[ReplayResult]:
     return out
 
 
-REPLAYERS = {"mma_k16.npz": replay_mma, "mma_k8.npz": replay_mma, "f32.npz": replay_f32, "cvt.npz": replay_cvt}
+def replay_sfu(path) -> list[ReplayResult]:
+    """The special-function golden files: f32 ops on ``x`` (or ``x_small``), 16-bit ex2 on ``x16``, div.rn."""
+    from flashsim.numerics import sfu
+
+    arrays, _ = load(path)
+    inputs = dict(arrays)
+    partner = Path(path).with_name("sfu_golden_a.npz")
+    if Path(path).name != partner.name:  # the shared full-size inputs live in the _a file
+        inputs.setdefault("x", load(partner)[0]["x"])
+    out = []
+    models = {name: (ptx, fn) for name, (ptx, fn) in sfu.SWEPT.items()}
+    models["ex2_approx_f16x2"] = ("ex2.approx.f16x2", sfu.ex2_approx_f16x2)
+    models["ex2_approx_ftz_bf16x2"] = ("ex2.approx.ftz.bf16x2", sfu.ex2_approx_ftz_bf16x2)
+    for key in sorted(k for k in arrays if k.startswith("out:")):
+        name = key[4:]
+        if name == "div_rn_f32":
+            a, b = _need(arrays, "div_a", path), _need(arrays, "div_b", path)
+            out.append(compare("div.rn.f32", arrays[key], sfu.div_rn_f32(a, b), str(path), {"a": a, "b": b}))
+            continue
+        if name not in models:
+            raise TraceError(f"{path}: unknown instruction {name!r}")
+        ptx, fn = models[name]
+        gpu = arrays[key]
+        candidates = [k for k in ("x", "x_small", "x16") if k in inputs and inputs[k].shape == gpu.shape]
+        if not candidates:
+            raise TraceError(f"{path}: no input array matches {key!r} of shape {gpu.shape}")
+        x = inputs[candidates[0]]
+        out.append(compare(ptx, gpu, fn(x), str(path), {"x": x}))
+    return out
+
+
+REPLAYERS = {"mma_k16.npz": replay_mma, "mma_k8.npz": replay_mma, "f32.npz": replay_f32, "cvt.npz": replay_cvt,
+             "sfu_golden_a.npz": replay_sfu, "sfu_golden_b.npz": replay_sfu}
 
 
 def replay_all(directory=DEFAULT_DIR) -> list[ReplayResult]:

@@ -61,6 +61,20 @@ def modelled() -> list[Modelled]:
         out.append(Modelled(ptx, "sm_90", base + (".FTZ" if "ftz" in name else ".NAN" if "nan" in name else "")))
     for op in cvt.MODELLED_OPS:
         out.append(Modelled(op, "sm_90", cvt_sass(op)))
+    from flashsim.numerics import cuda_math, sfu
+
+    sfu_sass = {"ex2.approx.ftz.f32": "MUFU.EX2", "ex2.approx.f32": "FSETP+FMUL+MUFU.EX2+FMUL",
+                "lg2.approx.ftz.f32": "MUFU.LG2", "lg2.approx.f32": "FSETP+FMUL+MUFU.LG2+FADD",
+                "rcp.approx.ftz.f32": "MUFU.RCP", "rcp.approx.f32": "FSETP+FSEL+FMUL+MUFU.RCP+FMUL",
+                "tanh.approx.f32": "MUFU.TANH", "rcp.rn.f32": "MUFU.RCP+FFMA (IEEE)"}
+    for ptx, _ in sfu.SWEPT.values():
+        out.append(Modelled(ptx, "sm_90", sfu_sass[ptx]))
+    out.append(Modelled("ex2.approx.f16x2", "sm_90", "MUFU.EX2.F16 x2"))
+    out.append(Modelled("ex2.approx.ftz.bf16x2", "sm_90", "MUFU.EX2.BF16 x2"))
+    out.append(Modelled("div.rn.f32", "sm_90", "MUFU.RCP+FFMA+FCHK (IEEE)"))
+    for name in cuda_math.FUNCTIONS:
+        for fast in ("", " --use_fast_math"):
+            out.append(Modelled(f"cuda_math.{name}{fast}", "sm_90", "nvcc 13.0 sequence"))
     return out
 
 

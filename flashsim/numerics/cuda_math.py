@@ -23,7 +23,8 @@ def _c(x, bits) -> np.ndarray:
 
 
 def _f(bits) -> np.ndarray:
-    return bits.view(np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return bits.view(np.float32).astype(np.float64)
 
 
 def _x(x) -> np.ndarray:

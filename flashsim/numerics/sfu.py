@@ -12,7 +12,8 @@ structural laws that carry one binade to every input, each law checked on all 2^
   two's-complement reading of P: the device shows a separate datapath). Results below 2^-126 flush.
 - MUFU.LG2: lg2(2^e * 1.m) = RZ(e + L'[m]) where L' is the unit's internal value of log2(1.m);
   the outputs on [1, 2) and [0.5, 1) pin down exactly what every other binade needs of L'.
-- MUFU.TANH: odd; the identity below 2^-8; +-1 from 8 on; in between, the output depends only on
+- MUFU.TANH: odd; the identity below 2^-8 (subnormal inputs included: unlike the other MUFU
+  operations it does not flush them); +-1 from 8 on; in between, the output depends only on
   the top p(e) bits of the significand in binade e (p = 17..21): a table of block outputs.
 - MUFU.EX2.F16 / .BF16 (ex2.approx.f16x2, ex2.approx.ftz.bf16x2): tables of all 65,536 inputs.
 
@@ -94,7 +95,8 @@ def tables() -> dict:
 
 
 def _f64(bits):
-    return bits.view(np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        return bits.view(np.float32).astype(np.float64)
 
 
 def _pack(values: np.ndarray, sign=None) -> np.ndarray:
@@ -207,7 +209,7 @@ def mufu_tanh(x) -> np.ndarray:
     a = x & ~_SIGN
     ef = ((a >> 23) & 0xFF).astype(np.int64)
     e = ef - 127
-    out = np.where(ef == 0, sign, x)                        # subnormals flush; below 2^-8: identity
+    out = x                                                 # below 2^-8 (subnormals too, no flush): identity
     out = np.where(e >= 3, np.uint32(0x3F800000) | sign, out)
     bits = t["tanh_bits"]
     for i, b in enumerate(TANH_BINADES):
@@ -309,7 +311,7 @@ def rcp_rn_f32(x) -> np.ndarray:
     x = as_bits(x, F32, "x")
     with np.errstate(all="ignore"):
         r = 1.0 / _f64(x)
-    out = r.astype(np.float32).view(np.uint32)
+        out = r.astype(np.float32).view(np.uint32)
     return np.where(np.isnan(r), _NAN, out).astype(np.uint32)
 
 
@@ -320,7 +322,7 @@ def div_rn_f32(a, b) -> np.ndarray:
         raise bad_argument("b", b.shape, f"shape differs from a's {a.shape}")
     with np.errstate(all="ignore"):
         r = _f64(a) / _f64(b)
-    out = r.astype(np.float32).view(np.uint32)
+        out = r.astype(np.float32).view(np.uint32)
     return np.where(np.isnan(r), _NAN, out).astype(np.uint32)
 
 

@@ -35,7 +35,7 @@ def test_golden_provenance_names_the_gpu():
         assert prov["compute_capability"].startswith("9.0")
 
 
-@pytest.mark.parametrize("family", ["mma", "fma.", "add.", "mul.", "max", "min", "cvt"])
+@pytest.mark.parametrize("family", ["mma", "fma.", "add.", "mul.", "max", "min", "cvt", "ex2", "lg2", "rcp", "tanh", "div"])
 def test_replay_is_bit_exact(results, family):
     mine = [r for r in results if r.instruction.startswith(family)]
     assert mine, f"no golden data for {family}"

@@ -124,9 +124,34 @@ def mufu_rcp(x) -> np.ndarray:
     return out.astype(np.uint32)
 
 
+@functools.lru_cache(maxsize=1)
+def _ex2_factored():
+    """MUFU.EX2's two 32 MB tables in a cache-friendly form, rebuilt exactly at load time.
+
+    P[f] = RN32(A[f >> 11] * B[f & 2047]) + d[f] with A, B small float64 tables of 2^(+-(1 + f)) and
+    d in a 2-bit packed array (2 MB). The products are computed with the same IEEE operations here and
+    in the kernel, so the reconstruction is exact on any machine; it is checked entry by entry.
+    """
+    t = tables()
+    f = np.arange(1 << 23)
+    out = []
+    for name, sgn in (("ex2_pos", 1.0), ("ex2_neg", -1.0)):
+        a = np.exp2(sgn * (1.0 + np.arange(4096) * 2.0**-12))
+        b = np.exp2(sgn * np.arange(2048) * 2.0**-23)
+        approx = (a[f >> 11] * b[f & 2047]).astype(np.float32).view(np.uint32).astype(np.int64)
+        d = t[name].astype(np.int64) - approx
+        offset = int(-d.min())
+        if d.min() < -3 or d.max() - d.min() > 3:
+            raise TraceError(f"flashsim/{TABLE_FILE}: {name} is not within 2 bits of its factored form")
+        q = (d + offset).astype(np.uint8).reshape(-1, 4)
+        packed = (q[:, 0] | (q[:, 1] << 2) | (q[:, 2] << 4) | (q[:, 3] << 6)).astype(np.uint8)
+        out += [a, b, packed, offset]
+    return tuple(out)
+
+
 @numba.njit(cache=True)
-def _ex2_kernel(x, pos, neg, out):
-    """MUFU.EX2 on every element; integer arithmetic only.
+def _ex2_kernel(x, pa, pb, pd, poff, na, nb, nd, noff, out):
+    """MUFU.EX2 on every element.
 
     bit diagram of x: [31 sign | 30..23 exponent field ef | 22..0 fraction]; |x| = sig * 2^(ef-150)
     with sig = 1.fraction (24 bits), so the 23-fraction-bit fixed point of |x| is sig * 2^(ef-127),
@@ -155,12 +180,17 @@ def _ex2_kernel(x, pos, neg, out):
             q = np.int64(0)
         n = q >> 23
         f = q & 0x7FFFFF
+        sh = (f & 3) * 2
         if not negative:
-            t = np.int64(pos[f])               # P[f] = 2^(1+f) in [2, 4): exponent field 128
+            # P[f] = 2^(1+f) in [2, 4): exponent field 128
+            t = np.int64(np.float32(pa[f >> 11] * pb[f & 2047]).view(np.uint32)) \
+                + ((np.int64(pd[f >> 2]) >> sh) & 3) - poff
             field = 127 + n
             out[i] = 0x7F800000 if field >= 255 else ((t & 0x7FFFFF) | (field << 23))
         else:
-            t = np.int64(neg[f])               # N[f] = 2^-(1+f) in (0.25, 0.5]
+            # N[f] = 2^-(1+f) in (0.25, 0.5]
+            t = np.int64(np.float32(na[f >> 11] * nb[f & 2047]).view(np.uint32)) \
+                + ((np.int64(nd[f >> 2]) >> sh) & 3) - noff
             field = ((t >> 23) & 0xFF) + 1 - n
             out[i] = 0 if field <= 0 else ((t & 0x7FFFFF) | (field << 23))  # below 2^-126: flushed
 
@@ -168,10 +198,9 @@ def _ex2_kernel(x, pos, neg, out):
 def mufu_ex2(x) -> np.ndarray:
     """MUFU.EX2 (= ex2.approx.ftz.f32)."""
     x = as_bits(x, F32, "x")
-    t = tables()
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty(flat.shape, np.uint32)
-    _ex2_kernel(flat, t["ex2_pos"], t["ex2_neg"], out)
+    _ex2_kernel(flat, *_ex2_factored(), out)
     return out.reshape(x.shape)
 
 

@@ -55,6 +55,15 @@ def build_parser() -> argparse.ArgumentParser:
     ver = sub.add_parser("verify", help="replay the committed GPU golden data on the CPU simulator, bit for bit")
     ver.add_argument("--golden", type=Path, default=Path("traces") / "numerics", help="folder of golden .npz files")
     ver.set_defaults(func=cmd_verify)
+    from flashsim.warp.cli import add_parsers as add_warp_parsers
+
+    add_warp_parsers(sub)
+    try:
+        from flashsim.layout.cli import add_parser as add_layout_parser
+    except ImportError:  # pragma: no cover - the layout package is optional while it is being built
+        add_layout_parser = None
+    if add_layout_parser is not None:
+        add_layout_parser(sub)
     return p
 
 

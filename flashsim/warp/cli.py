@@ -1,0 +1,277 @@
+"""``flashsim fragment | ldmatrix | banks``: debug a fragment mapping, an ldmatrix address expression or
+the banks of a plain ld/st/cp.async, without a GPU. ``add_parsers(subparsers)`` registers the three
+subcommands on the main parser (flashsim/cli.py); each handler returns the exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from flashsim.errors import FlashsimError, bad_argument
+from flashsim.smem import MODELS, SharedMemory, bank_table, wavefronts
+from flashsim.swizzle import parse_swizzle
+from flashsim.warp.expr import evaluate, parse_defines
+from flashsim.warp.fragments import INSTRUCTIONS, fragment
+
+__all__ = ["add_parsers", "cmd_banks", "cmd_fragment", "cmd_ldmatrix", "lane_addresses"]
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _table(rows, headers) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    line = lambda r: "  ".join(str(x).rjust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def lane_addresses(expr: str, defines: list[str] | None, swizzle: str | None, elem_bytes: int, base: int):
+    """(logical offsets, physical byte addresses, description) of an address expression."""
+    if not isinstance(elem_bytes, int) or elem_bytes not in (1, 2, 4, 8, 16):
+        raise bad_argument("--elem-bytes", elem_bytes, "expected 1, 2, 4, 8 or 16")
+    consts = parse_defines(defines)
+    logical = evaluate(expr, consts)
+    spec = parse_swizzle(swizzle) if swizzle else None
+    if spec is not None and logical.min() < 0:
+        raise bad_argument("EXPR", expr, "a swizzle needs offsets >= 0")
+    phys_elems = spec(logical) if spec is not None else logical
+    phys = base + np.asarray(phys_elems, dtype=np.int64) * elem_bytes
+    desc = f"addr = {expr}"
+    if consts:
+        desc += " with " + ", ".join(f"{k}={v}" for k, v in consts.items())
+    if spec is not None:
+        desc += f", through {spec}"
+    desc += f"; units of {elem_bytes} byte{'s' if elem_bytes > 1 else ''}"
+    if base:
+        desc += f", base {base:#x}"
+    return logical, phys, desc
+
+
+def _smem_for(phys: np.ndarray, width: int) -> SharedMemory:
+    top = int(max(phys.max(), 0)) + width
+    size = max(16, -(-top // 16) * 16)
+    size = min(size, 228 * 1024)
+    return SharedMemory(1, size, races=False)
+
+
+def _bank_report(table: list[dict], wf: int, ideal: int) -> list[str]:
+    out = []
+    for p in table:
+        conflicts = [(b, []) for b in range(32)]
+        for k, bank, word, lanes in p["cells"]:
+            conflicts[bank][1].append((k, word, lanes))
+        worst = max(len(c[1]) for c in conflicts)
+        lanes = p["lanes"]
+        out.append(f"phase {p['phase']} (lanes {lanes[0]}..{lanes[-1]}): {p['wavefronts']} wavefront"
+                   f"{'s' if p['wavefronts'] > 1 else ''}" + (f" ({worst}-way bank conflict)" if worst > 1 else ""))
+        header = "  bank " + "".join(f"{b:>5}" for b in range(32))
+        out.append(header)
+        for k in range(p["wavefronts"]):
+            cells = ["    ."] * 32
+            for kk, bank, word, ls in p["cells"]:
+                if kk == k:
+                    txt = f"T{ls[0]}" + (f"+{len(ls) - 1}" if len(ls) > 1 else "")
+                    cells[bank] = f"{txt:>5}"
+            out.append(f"  wf{k:<3}" + "".join(cells))
+    out.append(f"total: {wf} wavefronts, ideal {ideal}, {wf - ideal} bank conflict{'s' if wf - ideal != 1 else ''}")
+    return out
+
+
+def _write_svg(path: str, text: str) -> None:
+    p = Path(path)
+    try:
+        p.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise bad_argument("--svg", path, f"cannot write it ({exc.strerror})") from None
+    print(f"wrote {p}")
+
+
+# ------------------------------------------------------------------------------------------ fragment
+
+
+def cmd_fragment(args) -> int:
+    frag = fragment(args.instruction, args.operand, args.dtype)
+    print(f"{frag.name}: {frag.regs} register{'s' if frag.regs > 1 else ''} x {frag.elems} "
+          f"element{'s' if frag.elems > 1 else ''} per lane; {frag.ptx}")
+    print("T = lane, V = value index = elems*reg + half (half 0 = bits 0-15); g = lane>>2, t = lane%4\n")
+    rows = [[f"r{r}"] + [f"T{int(frag.owner_lane[r, c])}V{int(frag.owner_value[r, c])}" for c in range(frag.cols)]
+            for r in range(frag.rows)]
+    print(_table(rows, [""] + [f"c{c}" for c in range(frag.cols)]))
+    print("\ninverse: lane -> (row, col) of each value")
+    nv = frag.regs * frag.elems
+    inv = [[f"T{t}"] + [f"({frag.coords(t, v // frag.elems, v % frag.elems)[0]},"
+                         f"{frag.coords(t, v // frag.elems, v % frag.elems)[1]})" for v in range(nv)] for t in range(32)]
+    print(_table(inv, ["lane"] + [f"V{v}" for v in range(nv)]))
+    if args.svg:
+        from flashsim.viz.fragments import fragment_svg
+
+        _write_svg(args.svg, fragment_svg(frag))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ ldmatrix
+
+
+def cmd_ldmatrix(args) -> int:
+    from flashsim.warp.matrix import ldmatrix, ldmatrix_op
+
+    num = args.num
+    logical, phys, desc = lane_addresses(args.addr, args.define, args.swizzle, args.elem_bytes, args.base)
+    op = ldmatrix_op(num, args.trans)
+    smem = _smem_for(phys[: 8 * num], 16)
+    ldmatrix(smem, np.where(np.arange(32) < 8 * num, phys, 0), num=num, trans=args.trans, tag="cli")  # faults as the device
+    print(op)
+    print(desc + "\n")
+    used = 8 * num
+    rows = [(lane, int(logical[lane]), f"{int(phys[lane]):#x}", int(phys[lane]) // 4 % 32, f"m{lane // 8} row{lane % 8}")
+            for lane in range(used)]
+    print(_table(rows, ("lane", "EXPR", "byte addr", "bank", "supplies")))
+    if used < 32:
+        print(f"(lanes {used}..31: addresses ignored by .x{num})")
+    # what each lane receives: element (matrix row, column) -> byte address, and logical coordinates
+    lane = np.arange(32)
+    eb = 2  # .b16
+    recv = np.empty((32, num, 2), np.int64)
+    lrecv = np.empty((32, num, 2), np.int64)
+    for h in range(2):
+        if not args.trans:
+            row = lane // 4
+            col = 2 * (lane % 4) + h
+        else:
+            row = 2 * (lane % 4) + h
+            col = lane // 4
+        for j in range(num):
+            recv[:, j, h] = phys[8 * j + row] + eb * col
+            lrecv[:, j, h] = logical[8 * j + row] * args.elem_bytes // eb + col if args.elem_bytes <= eb else -1
+    print("\nwhat each lane receives (register rJ = matrix J; lo = bits 0-15, hi = bits 16-31):")
+    if args.row_stride:
+        def show(v):
+            return f"({v // args.row_stride},{v % args.row_stride})"
+        print(f"as logical (row, col) with row stride {args.row_stride} elements")
+        cells = [[f"T{t}"] + [f"{show(int(lrecv[t, j, 0]))} {show(int(lrecv[t, j, 1]))}" for j in range(num)]
+                 for t in range(32)]
+    else:
+        print("as byte addresses (pass --row-stride N for (row, col) of the EXPR's matrix)")
+        cells = [[f"T{t}"] + [f"{int(recv[t, j, 0]):#x} {int(recv[t, j, 1]):#x}" for j in range(num)] for t in range(32)]
+    print(_table(cells, ["lane"] + [f"r{j} (lo hi)" for j in range(num)]))
+    act = np.arange(32) < used
+    wf, ideal = wavefronts(phys, op="ldsm", num=num, active=act)
+    table = bank_table(phys, op="ldsm", num=num)
+    print("\nbanks (one phase per 8x8 matrix):")
+    print("\n".join(_bank_report(table, int(wf), int(ideal))))
+    if args.svg:
+        from flashsim.viz.banks import bank_map_svg
+
+        _write_svg(args.svg, bank_map_svg(table, title=f"{op}: bank map", caption=desc))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ banks
+
+
+_OPS = {"ld": ("ld", "ld.shared"), "st": ("st", "st.shared"), "cp.async": ("ldgsts", "cp.async (LDGSTS)")}
+
+
+def cmd_banks(args) -> int:
+    width = args.width // 8
+    kind, name = _OPS[args.op]
+    if kind == "ldgsts" and width not in (4, 8, 16):
+        raise bad_argument("--width", args.width, "cp.async copies 32, 64 or 128 bits (4, 8, 16 bytes)")
+    logical, phys, desc = lane_addresses(args.addr, args.define, args.swizzle, args.elem_bytes, args.base)
+    if args.active:
+        act = evaluate(args.active, parse_defines(args.define)) != 0
+    else:
+        act = np.ones(32, bool)
+    smem = _smem_for(np.where(act, phys, 0), width)
+    smem.check_access(phys.reshape(1, 1, 32), width, act.reshape(1, 1, 32), f"{name}.b{args.width}")
+    model = MODELS[args.model]
+    wf, ideal = wavefronts(phys, width=width, op=kind, active=act, model=model)
+    print(f"{name} {args.width}-bit ({width} bytes per lane), counted as op '{kind}', model '{model.name}'")
+    print(desc + "\n")
+    rows = [(lane, int(logical[lane]), f"{int(phys[lane]):#x}", f"{int(phys[lane]) // 4 % 32}" +
+             (f"-{(int(phys[lane]) // 4 + width // 4 - 1) % 32}" if width > 4 else ""), "" if act[lane] else "inactive")
+            for lane in range(32)]
+    print(_table(rows, ("lane", "EXPR", "byte addr", "bank(s)", "")))
+    print()
+    table = bank_table(phys, width=width, op=kind, active=act)
+    lines = _bank_report(table, int(wf), int(ideal))
+    if model.pair_broadcast:
+        base_wf, _ = wavefronts(phys, width=width, op=kind, active=act)
+        if int(base_wf) != int(wf):
+            lines[-1] += f" (the pair-broadcast rule packs this load: {int(base_wf)} -> {int(wf)} wavefronts)"
+    print("\n".join(lines))
+    if args.svg:
+        from flashsim.viz.banks import bank_map_svg
+
+        _write_svg(args.svg, bank_map_svg(table, title=f"{name} {args.width}-bit: bank map", caption=desc))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ parsers
+
+
+def _add_addr_options(p: argparse.ArgumentParser, elem_default: int) -> None:
+    p.add_argument("--addr", required=True, metavar="EXPR",
+                   help="Python expression in lane (0..31) and -D constants, giving each lane's offset; "
+                        "operators + - * // %% << >> & | ^ ~, 'a if c else b', calls cute_swizzle/seed_swizzle/min/max")
+    p.add_argument("-D", "--define", action="append", default=[], metavar="NAME=INT", help="a named constant, e.g. -D d=128")
+    p.add_argument("--swizzle", metavar="SPEC",
+                   help="apply a swizzle to the EXPR offsets: 'Sw<B,M,S>' / 'cute:B,M,S' (CuTe Swizzle) or "
+                        "'swizzle<B,M,S>' / 'seed:B,M,S' (seed 001's helper)")
+    p.add_argument("--elem-bytes", type=int, default=elem_default,
+                   help=f"bytes per unit of EXPR (default {elem_default}); byte address = base + swizzle(EXPR) * elem_bytes")
+    p.add_argument("--base", type=lambda s: int(s, 0), default=0, help="byte address added after scaling (default 0)")
+    p.add_argument("--svg", metavar="PATH", help="also write the bank map as an SVG picture")
+
+
+def add_parsers(subparsers) -> None:
+    """Register ``fragment``, ``ldmatrix`` and ``banks`` on an argparse subparsers object."""
+    fr = subparsers.add_parser("fragment", help="which lane/register/half owns every element of an mma or ldmatrix fragment")
+    fr.add_argument("instruction", choices=list(INSTRUCTIONS) + ["movmatrix.m8n8", "stmatrix.m8n8"],
+                    help="e.g. mma.m16n8k16")
+    fr.add_argument("--operand", default="A", choices=["A", "B", "C", "D"], help="operand (default A)")
+    fr.add_argument("--dtype", default=None, choices=["f16", "bf16", "f32"],
+                    help="element type (A/B: f16, bf16; C/D: f32 or f16)")
+    fr.add_argument("--svg", metavar="PATH", help="also write the T#/V# picture as SVG")
+    fr.set_defaults(func=cmd_fragment)
+
+    ld = subparsers.add_parser("ldmatrix", help="what each lane receives from an ldmatrix address expression, and its banks")
+    g = ld.add_mutually_exclusive_group()
+    g.add_argument("--x1", dest="num", action="store_const", const=1, help=".x1: one 8x8 matrix (lanes 0-7 give rows)")
+    g.add_argument("--x2", dest="num", action="store_const", const=2, help=".x2: two matrices (lanes 0-15)")
+    g.add_argument("--x4", dest="num", action="store_const", const=4, help=".x4: four matrices (all lanes; default)")
+    ld.set_defaults(num=4)
+    ld.add_argument("--trans", action="store_true", help=".trans: each lane receives the transpose")
+    _add_addr_options(ld, elem_default=2)
+    ld.add_argument("--row-stride", type=int, default=0, metavar="N",
+                    help="show received elements as (row, col) of a row-major matrix with N elements per row")
+    ld.set_defaults(func=cmd_ldmatrix)
+
+    bk = subparsers.add_parser("banks", help="wavefronts and bank conflicts of one ld/st.shared or cp.async warp instruction")
+    bk.add_argument("--width", type=int, default=32, choices=[8, 16, 32, 64, 128], help="bits per lane (default 32)")
+    bk.add_argument("--op", default="ld", choices=list(_OPS), help="ld, st or cp.async (default ld)")
+    bk.add_argument("--active", metavar="EXPR", help="EXPR in lane: nonzero = lane active (default: all lanes)")
+    bk.add_argument("--model", default="phases", choices=sorted(MODELS), help="counting rule (default phases)")
+    _add_addr_options(bk, elem_default=1)
+    bk.set_defaults(func=cmd_banks)
+
+
+def main(argv=None) -> int:
+    """Stand-alone entry (``python -m flashsim.warp.cli ...``) until flashsim/cli.py wires these in."""
+    import sys
+
+    p = argparse.ArgumentParser(prog="flashsim")
+    add_parsers(p.add_subparsers(dest="command", required=True))
+    args = p.parse_args(argv)
+    try:
+        return args.func(args)
+    except FlashsimError as e:
+        print(f"flashsim: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,217 @@
+"""Register fragments of mma.sync and ldmatrix as data: (lane, register, half) -> (row, col) of a tile.
+
+Notation of the PTX ISA: ``g = lane >> 2`` (groupID), ``t = lane % 4`` (threadID_in_group). A 32-bit
+register holding two 16-bit elements keeps the lower-indexed one in bits 0-15 (gpu/kernels/fragments.cuh
+has the same tables in C++)::
+
+     31            16 15             0
+    +----------------+----------------+
+    | element  half 1| element  half 0|       value index v = elems * reg + half  (CuTe's V#)
+    +----------------+----------------+
+
+One frozen dataclass per hardware shape (validated in ``__post_init__``: every element of the tile is
+owned exactly once) and one generic engine: ``pack`` (tile -> registers) and ``unpack`` (registers ->
+tile), vectorised over any leading axes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from flashsim.errors import bad_argument
+from flashsim.warp.state import LANES, Summary
+
+__all__ = ["FRAGMENTS", "Fragment", "fragment", "pack", "unpack"]
+
+
+def _g(lane):
+    return lane >> 2
+
+
+def _t(lane):
+    return lane & 3
+
+
+# PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type", multiplicand A (16x16, .row):
+#   a0,a1: (g, 2t..2t+1)  a2,a3: (g+8, 2t..)  a4,a5: (g, 2t+8..)  a6,a7: (g+8, 2t+8..)
+def _a_k16(lane, reg, half):
+    return _g(lane) + 8 * (reg & 1), 2 * _t(lane) + half + 8 * (reg >> 1)
+
+
+# PTX ISA, "Matrix Fragments for mma.m16n8k8", multiplicand A (16x8, .row): reg0 (g, 2t..), reg1 (g+8, 2t..)
+def _a_k8(lane, reg, half):
+    return _g(lane) + 8 * reg, 2 * _t(lane) + half
+
+
+# PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type", multiplicand B (16x8, K x N,
+# .col): b0,b1: (k = 2t..2t+1, n = g)  b2,b3: (k = 2t+8..2t+9, n = g)
+def _b_k16(lane, reg, half):
+    return 2 * _t(lane) + half + 8 * reg, _g(lane) + 0 * reg
+
+
+# PTX ISA, "Matrix Fragments for mma.m16n8k8", multiplicand B (8x8, K x N, .col): b0,b1: (k = 2t.., n = g)
+def _b_k8(lane, reg, half):
+    return 2 * _t(lane) + half + 0 * reg, _g(lane) + 0 * reg
+
+
+# PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type" (same table for m16n8k8),
+# accumulators C/D .f32: c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1)
+def _c_f32(lane, reg, half):
+    return _g(lane) + 8 * (reg >> 1), 2 * _t(lane) + (reg & 1) + 0 * half
+
+
+# accumulators C/D .f16 (two f16x2 registers): reg0 {(g, 2t), (g, 2t+1)}, reg1 {(g+8, 2t), (g+8, 2t+1)}
+def _c_f16(lane, reg, half):
+    return _g(lane) + 8 * reg, 2 * _t(lane) + half
+
+
+# PTX ISA, "Warp-level matrix load instruction: ldmatrix" (and stmatrix, movmatrix): one 8x8 .b16
+# matrix; lane T holds row T/4, columns 2(T%4) and 2(T%4)+1.
+def _m8n8(lane, reg, half):
+    return _g(lane) + 0 * reg, 2 * _t(lane) + half
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """How one operand of one instruction is spread over the 32 lanes of a warp."""
+
+    name: str  # e.g. "mma.m16n8k16 A"
+    rows: int
+    cols: int
+    regs: int  # 32-bit registers per lane
+    elems: int  # elements per register (2 for b16x2, 1 for f32)
+    dtypes: tuple  # element types this layout serves
+    ptx: str  # the PTX ISA section the table is copied from
+    index: Callable = field(repr=False, compare=False)  # (lane, reg, half) -> (row, col), numpy-vectorised
+    row: np.ndarray = field(init=False, repr=False, compare=False)  # (32, regs, elems)
+    col: np.ndarray = field(init=False, repr=False, compare=False)
+    owner_lane: np.ndarray = field(init=False, repr=False, compare=False)  # (rows, cols)
+    owner_value: np.ndarray = field(init=False, repr=False, compare=False)  # v = elems * reg + half
+
+    def __post_init__(self):
+        for name in ("rows", "cols", "regs", "elems"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v <= 0:
+                raise bad_argument(name, v, "must be a positive int")
+        if self.elems not in (1, 2):
+            raise bad_argument("elems", self.elems, "a 32-bit register holds one 32-bit or two 16-bit elements")
+        if LANES * self.regs * self.elems != self.rows * self.cols:
+            raise bad_argument("regs", self.regs, f"32 lanes x {self.regs} x {self.elems} != {self.rows}x{self.cols}")
+        lane, reg, half = np.meshgrid(np.arange(LANES), np.arange(self.regs), np.arange(self.elems), indexing="ij")
+        r, c = self.index(lane, reg, half)
+        r, c = np.asarray(r, np.int64), np.asarray(c, np.int64)
+        if r.min() < 0 or c.min() < 0 or r.max() >= self.rows or c.max() >= self.cols:
+            raise bad_argument("index", self.name, "maps outside the tile")
+        owner_lane = np.full((self.rows, self.cols), -1, np.int64)
+        owner_value = np.full((self.rows, self.cols), -1, np.int64)
+        count = np.zeros((self.rows, self.cols), np.int64)
+        np.add.at(count, (r, c), 1)
+        if not (count == 1).all():
+            raise bad_argument("index", self.name, "does not own every element exactly once")
+        owner_lane[r, c] = lane
+        owner_value[r, c] = reg * self.elems + half
+        for name, v in (("row", r), ("col", c), ("owner_lane", owner_lane), ("owner_value", owner_value)):
+            v.setflags(write=False)
+            object.__setattr__(self, name, v)
+
+    @property
+    def elem_dtype(self) -> np.dtype:
+        """uint16 for 16-bit elements, uint32 for 32-bit ones."""
+        return np.dtype(np.uint16 if self.elems == 2 else np.uint32)
+
+    def coords(self, lane: int, reg: int, half: int = 0) -> tuple[int, int]:
+        """(row, col) of the element in bits ``16*half`` of register ``reg`` of ``lane``."""
+        if not (0 <= lane < LANES and 0 <= reg < self.regs and 0 <= half < self.elems):
+            raise bad_argument("(lane, reg, half)", (lane, reg, half),
+                               f"lane < 32, reg < {self.regs}, half < {self.elems}")
+        return int(self.row[lane, reg, half]), int(self.col[lane, reg, half])
+
+    def owner(self, row: int, col: int) -> tuple[int, int, int]:
+        """(lane, reg, half) holding element (row, col)."""
+        if not (0 <= row < self.rows and 0 <= col < self.cols):
+            raise bad_argument("(row, col)", (row, col), f"outside the {self.rows}x{self.cols} tile")
+        v = int(self.owner_value[row, col])
+        return int(self.owner_lane[row, col]), v // self.elems, v % self.elems
+
+
+def pack(frag: Fragment, tile: Any) -> np.ndarray:
+    """Tile(s) (..., rows, cols) of element bits -> registers (..., 32, regs) uint32."""
+    t = np.asarray(tile)
+    if t.dtype != frag.elem_dtype:
+        raise bad_argument("tile", Summary(t), f"{frag.name} elements are {frag.elem_dtype} bit patterns, got {t.dtype}")
+    if t.ndim < 2 or t.shape[-2:] != (frag.rows, frag.cols):
+        raise bad_argument("tile", Summary(t), f"{frag.name} needs tiles of shape (..., {frag.rows}, {frag.cols})")
+    if frag.elems == 1:
+        return t[..., frag.row[..., 0], frag.col[..., 0]].astype(np.uint32)
+    lo = t[..., frag.row[..., 0], frag.col[..., 0]].astype(np.uint32)
+    hi = t[..., frag.row[..., 1], frag.col[..., 1]].astype(np.uint32)
+    return lo | (hi << 16)
+
+
+def unpack(frag: Fragment, regs: Any) -> np.ndarray:
+    """Registers (..., 32, regs) uint32 -> tile(s) (..., rows, cols) of element bits."""
+    r = np.asarray(regs)
+    if r.dtype != np.uint32:
+        raise bad_argument("regs", Summary(r), f"registers must be uint32 bit patterns, got dtype {r.dtype}")
+    if r.ndim < 2 or r.shape[-2:] != (LANES, frag.regs):
+        if r.ndim >= 2 and r.shape[-2] != LANES:
+            raise bad_argument("regs", Summary(r), f"the lane axis has {r.shape[-2]} entries: a warp has 32 lanes")
+        raise bad_argument("regs", Summary(r), f"{frag.name} needs registers of shape (..., 32, {frag.regs})")
+    out = np.empty(r.shape[:-2] + (frag.rows, frag.cols), frag.elem_dtype)
+    if frag.elems == 1:
+        out[..., frag.row[..., 0], frag.col[..., 0]] = r
+    else:
+        out[..., frag.row[..., 0], frag.col[..., 0]] = (r & 0xFFFF).astype(np.uint16)
+        out[..., frag.row[..., 1], frag.col[..., 1]] = (r >> 16).astype(np.uint16)
+    return out
+
+
+_SEC16 = 'PTX ISA "Matrix Fragments for mma.m16n8k16 with floating point type"'
+_SEC8 = 'PTX ISA "Matrix Fragments for mma.m16n8k8"'
+_SECLD = 'PTX ISA "Warp-level matrix load instruction: ldmatrix" (same layout for stmatrix, movmatrix)'
+
+#: (instruction, operand) -> Fragment; C and D share a layout, keyed by the accumulator type.
+FRAGMENTS: dict[tuple[str, str], Fragment] = {
+    ("mma.m16n8k16", "A"): Fragment("mma.m16n8k16 A (16x16, row)", 16, 16, 4, 2, ("f16", "bf16"), _SEC16, _a_k16),
+    ("mma.m16n8k16", "B"): Fragment("mma.m16n8k16 B (16x8 KxN, col)", 16, 8, 2, 2, ("f16", "bf16"), _SEC16, _b_k16),
+    ("mma.m16n8k16", "C.f32"): Fragment("mma.m16n8k16 C/D .f32 (16x8)", 16, 8, 4, 1, ("f32",), _SEC16, _c_f32),
+    ("mma.m16n8k16", "C.f16"): Fragment("mma.m16n8k16 C/D .f16 (16x8)", 16, 8, 2, 2, ("f16",), _SEC16, _c_f16),
+    ("mma.m16n8k8", "A"): Fragment("mma.m16n8k8 A (16x8, row)", 16, 8, 2, 2, ("f16", "bf16"), _SEC8, _a_k8),
+    ("mma.m16n8k8", "B"): Fragment("mma.m16n8k8 B (8x8 KxN, col)", 8, 8, 1, 2, ("f16", "bf16"), _SEC8, _b_k8),
+    ("mma.m16n8k8", "C.f32"): Fragment("mma.m16n8k8 C/D .f32 (16x8)", 16, 8, 4, 1, ("f32",), _SEC8, _c_f32),
+    ("mma.m16n8k8", "C.f16"): Fragment("mma.m16n8k8 C/D .f16 (16x8)", 16, 8, 2, 2, ("f16",), _SEC8, _c_f16),
+    ("ldmatrix.m8n8", "M"): Fragment("ldmatrix/stmatrix/movmatrix .m8n8 .b16 (8x8)", 8, 8, 1, 2, ("b16", "f16", "bf16"), _SECLD, _m8n8),
+}
+
+INSTRUCTIONS = ("mma.m16n8k16", "mma.m16n8k8", "ldmatrix.m8n8")
+
+
+def fragment(instruction: str, operand: str = "A", dtype: str | None = None) -> Fragment:
+    """The Fragment of ``operand`` (A, B, C or D) of ``instruction``; ``dtype`` picks the C/D layout
+    (f32 or f16) and is checked against the A/B element types. ldmatrix/stmatrix/movmatrix.m8n8 has one
+    operand, any of A/B/M/D names it."""
+    aliases = {"movmatrix.m8n8": "ldmatrix.m8n8", "stmatrix.m8n8": "ldmatrix.m8n8", "mma.sync.m16n8k16": "mma.m16n8k16",
+               "mma.sync.m16n8k8": "mma.m16n8k8"}
+    instruction = aliases.get(instruction, instruction)
+    if instruction not in INSTRUCTIONS:
+        raise bad_argument("instruction", instruction, f"expected one of {INSTRUCTIONS}")
+    op = operand.upper() if isinstance(operand, str) else operand
+    if op not in ("A", "B", "C", "D", "M"):
+        raise bad_argument("operand", operand, "expected A, B, C or D")
+    if instruction == "ldmatrix.m8n8":
+        frag = FRAGMENTS[(instruction, "M")]
+    elif op in ("C", "D"):
+        dt = "f32" if dtype is None else dtype
+        if dt not in ("f32", "f16"):
+            raise bad_argument("dtype", dtype, "the accumulator C/D is f32 or f16")
+        frag = FRAGMENTS[(instruction, f"C.{dt}")]
+    elif op == "M":
+        raise bad_argument("operand", operand, f"{instruction} has operands A, B, C, D")
+    else:
+        frag = FRAGMENTS[(instruction, op)]
+    if dtype is not None and dtype not in frag.dtypes:
+        raise bad_argument("dtype", dtype, f"{frag.name} holds {', '.join(frag.dtypes)} elements")
+    return frag

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# On a GPU machine: the hardware checks that follow a validation run, each with its own time limit,
+# their small outputs packed into $OUT/results.tgz (reports, tables, logs).
+#   STAGES="sfu banks races pytest" bash gpu/device_checks.sh [extra validate_sfu args]
+set -u
+OUT=${OUT:-out}; R=$OUT/r; mkdir -p "$R"
+export PYTHONUNBUFFERED=1
+pip install -e . --no-deps --no-build-isolation -q 2>&1 | grep -v "Running pip as"
+for stage in ${STAGES:-sfu banks races pytest}; do
+  case $stage in
+    sfu)    timeout 150 python -m gpu.validate_sfu --out "$R/sfu" "$@" > "$R/sfu.log" 2>&1 ;;
+    banks)  timeout 200 python -m gpu.check_banks --out "$R/banks" --timeout 190 > "$R/banks.log" 2>&1 ;;
+    races)  timeout 120 python -m gpu.check_races --out "$R/races" --timeout 30 > "$R/races.log" 2>&1 ;;
+    pytest) timeout 110 python -m pytest --gpu -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} tests > "$R/pytest.log" 2>&1 ;;
+  esac
+  echo "stage $stage exit $?"; tail -4 "$R/$stage.log"
+done
+rm -f "$R"/sfu/*.npz "$R"/sfu/*.cubin
+tar czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$R"

@@ -17,7 +17,7 @@ What it does, in order:
 3. Compares, per pattern, the measured wavefronts and conflicts (the op's SASS metric; the all-ops
    total when the op has none: the kernel has one shared instruction, so they are equal) with
    ``flashsim.smem.wavefronts`` under the documented model ("phases") and the alternative
-   "pair-broadcast" rule, and writes ``DIR/banks.md`` (a Markdown table), ``DIR/banks.json`` and the
+   plain "phases" rule, and writes ``DIR/banks.md`` (a Markdown table), ``DIR/banks.json`` and the
    raw ncu output; prints one line per pattern and a summary line. Exit status 0 when every measured
    pattern agrees with the phases model, 1 when one differs, 2 when it could not measure.
 
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from flashsim.smem import PAIR_BROADCAST, PHASES, wavefronts
+from flashsim.smem import PHASES, SM90, wavefronts
 from flashsim.swizzle import cute_swizzle, seed_swizzle
 
 FILE = "probe_smem.cu"
@@ -89,7 +89,7 @@ class Pattern:
     def op(self) -> str:
         return KERNELS[self.kernel][0]
 
-    def predict(self, model=PHASES) -> tuple[int, int]:
+    def predict(self, model=SM90) -> tuple[int, int]:
         op, width, num = KERNELS[self.kernel]
         act = ((self.active >> LANE) & 1).astype(bool)
         wf, ideal = wavefronts(np.asarray(self.offs, np.int64), width=width, op=op, active=act, num=num or 4, model=model)
@@ -363,8 +363,8 @@ def _value(metrics: dict, names: list[str]) -> float | None:
 def compare(pats: list[Pattern], launches: list[dict] | None, chosen: dict | None) -> list[Row]:
     rows = []
     for i, p in enumerate(pats):
-        wf, cf = p.predict(PHASES)
-        wf2, _ = p.predict(PAIR_BROADCAST)
+        wf, cf = p.predict(SM90)
+        wf2, _ = p.predict(PHASES)
         row = Row(p.name, p.kernel, p.op, p.note, wf, cf, wf2)
         if launches is not None and chosen is not None:
             if i >= len(launches):
@@ -388,8 +388,12 @@ def compare(pats: list[Pattern], launches: list[dict] | None, chosen: dict | Non
                     else:
                         ok_wf = mw == wf
                         ok_cf = mc is None or mc == cf
-                        row.matches = [n for n, w in (("phases", wf), ("pair-broadcast", wf2)) if mw == w]
+                        row.matches = [n for n, w in (("sm_90", wf), ("phases", wf2)) if mw == w]
                         row.status = "agree" if ok_wf and ok_cf else "DIFFER"
+                        if p.kernel.startswith("bank_ldgsts_cg") and mw == 0:
+                            # measured on sm_90 with ncu 2025.3: cp.async.cg (L1 bypass) is not counted
+                            # by any instruction-level ldgsts counter, so there is nothing to compare
+                            row.status = "not counted by ncu"
         rows.append(row)
     return rows
 
@@ -407,12 +411,12 @@ def write_report(rows: list[Row], out: Path, meta: dict) -> str:
         "",
         f"- GPU: {meta.get('gpu', '-')}; ncu: {meta.get('ncu_version', '-')}; date: {meta.get('date', '-')}",
         f"- command: `{meta.get('command', '-')}`",
-        "- predicted: `flashsim.smem.wavefronts` (model `phases`); `pair` = the alternative pair-broadcast rule.",
+        "- predicted: `flashsim.smem.wavefronts` (model `sm_90`); `phases wf` = the plain phase rule of the documentation.",
         "- measured: the instruction-level SASS counters (`smsp__sass_l1tex_data_pipe_lsu_wavefronts_mem_shared_op_*`,"
         " `..._bank_conflicts_..._op_*`); `hw` = the hardware `l1tex__data_*` counters, shown for information"
         " only (L1 effects can pollute them).",
         "",
-        "| pattern | kernel | pred. wf | pred. conflicts | pair wf | measured wf | measured conflicts | hw wf | hw conflicts | status | note |",
+        "| pattern | kernel | pred. wf | pred. conflicts | phases wf | measured wf | measured conflicts | hw wf | hw conflicts | status | note |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
@@ -430,7 +434,9 @@ def summarize(rows: list[Row]) -> str:
     agree = sum(r.status == "agree" for r in rows)
     differ = sum(r.status == "DIFFER" for r in rows)
     other = len(rows) - agree - differ
-    return f"check_banks: {len(rows)} patterns: {agree} agree, {differ} differ, {other} not measured"
+    uncounted = sum(r.status == "not counted by ncu" for r in rows)
+    return (f"check_banks: {len(rows)} patterns: {agree} agree, {differ} differ, {uncounted} not counted by ncu, "
+            f"{other - uncounted} not measured")
 
 
 def main(argv=None) -> int:
@@ -513,7 +519,7 @@ def main(argv=None) -> int:
         print(f"{r.name:<40} predicted {r.predicted_wavefronts:>3}/{r.predicted_conflicts:>3}  measured "
               f"{_fmt(r.measured_wavefronts):>4}/{_fmt(r.measured_conflicts):>4}  {r.status}")
     print(summary)
-    return 0 if all(r.status == "agree" for r in rows) else 1
+    return 0 if all(r.status in ("agree", "not counted by ncu") for r in rows) else 1
 
 
 if __name__ == "__main__":

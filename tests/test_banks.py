@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from flashsim.errors import ArgumentError
-from flashsim.smem import PAIR_BROADCAST, SharedMemory, bank_table, wavefronts
+from flashsim.smem import PAIR_BROADCAST, PHASES, SharedMemory, bank_table, wavefronts
 from flashsim.warp import cp_async, ld_shared, ldmatrix, st_shared
 from gpu import check_banks
 
@@ -64,7 +64,7 @@ def test_directed_cases_by_hand():
         ("ld", 4, (LANE // 4) * 4, 1, "multicast: 8 words, 4 lanes each"),
         ("ld", 1, LANE, 1, "bytes 0..31 are words 0..7"),
         ("ld", 8, LANE * 8, 2, "64-bit: two half-warp phases"),
-        ("ld", 8, 0 * LANE, 2, "64-bit broadcast: still two phases"),
+        ("ld", 8, 0 * LANE, 1, "64-bit broadcast: lanes pair up, one phase (measured on sm_90)"),
         ("ld", 16, LANE * 16, 4, "128-bit: four quarter-warp phases"),
         ("ld", 16, LANE * 32, 8, "128-bit, 32 B stride: lanes l and l+4 of a quarter share banks"),
         ("ld", 16, LANE * 128, 32, "128-bit, all in banks 0-3: 8 per quarter"),
@@ -72,7 +72,7 @@ def test_directed_cases_by_hand():
         ("ldsm", 16, LANE * 16, 4, "ldmatrix.x4 contiguous rows: 1 per matrix"),
         ("ldsm", 16, ((LANE % 16) * 128 + (LANE // 16) * 8) * 2, 32, "seed 001 16x128 f16 tile: 4 x 8-way"),
         ("ldgsts", 16, LANE * 16, 4, "cp.async 16 B: as a 128-bit store"),
-        ("ldgsts", 4, LANE * 4, 1, "cp.async 4 B"),
+        ("ldgsts", 4, LANE * 4, 4, "cp.async 4 B: quarter-warp phases even so (measured on sm_90)"),
     ]
     for op, width, addr, want, why in cases:
         wf, ideal = wavefronts(np.asarray(addr), width=width, op=op)
@@ -99,8 +99,9 @@ def test_seed_001_tile_has_4x7_way_conflicts_and_its_swizzles_remove_them():
 def test_pair_broadcast_model_is_a_named_alternative():
     for addr, width, phases, pair in [((LANE // 2) * 16, 16, 4, 2), (0 * LANE, 16, 4, 2), ((LANE % 4) * 16, 16, 4, 4),
                                       ((LANE // 2) * 8, 8, 2, 1), (LANE * 16, 16, 4, 4)]:
-        assert int(wavefronts(addr, width=width)[0]) == phases
+        assert int(wavefronts(addr, width=width, model=PHASES)[0]) == phases
         assert int(wavefronts(addr, width=width, model=PAIR_BROADCAST)[0]) == pair
+        assert int(wavefronts(addr, width=width)[0]) == pair  # the sm_90 default packs pairs
     assert int(wavefronts((LANE // 2) * 16, width=16, op="st", model=PAIR_BROADCAST)[0]) == 4  # loads only
 
 

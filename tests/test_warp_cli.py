@@ -64,7 +64,9 @@ def test_banks_command(tmp_path, capsys):
     assert run(["banks", "--width", "32", "--addr", "lane * 4", "--op", "st"]) == 0
     assert "total: 1 wavefront" in capsys.readouterr().out
     assert run(["banks", "--width", "128", "--addr", "(lane // 2) * 16", "--model", "pair-broadcast"]) == 0
-    assert "pair-broadcast rule packs this load: 4 -> 2" in capsys.readouterr().out
+    assert "pair-broadcast rule packs this load: plain phases 4 -> 2" in capsys.readouterr().out
+    assert run(["banks", "--width", "128", "--addr", "(lane // 2) * 16"]) == 0  # the sm_90 default packs too
+    assert "total: 2 wavefronts" in capsys.readouterr().out
     assert run(["banks", "--width", "32", "--addr", "lane * 128", "--active", "lane < 8"]) == 0
     assert "total: 8 wavefronts, ideal 1" in capsys.readouterr().out
     assert run(["banks", "--width", "128", "--op", "cp.async", "--addr", "lane * 16"]) == 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from flashsim.errors import FlashsimError, bad_argument
-from flashsim.smem import MODELS, SharedMemory, bank_table, wavefronts
+from flashsim.smem import PHASES, MODELS, SharedMemory, bank_table, wavefronts
 from flashsim.swizzle import parse_swizzle
 from flashsim.warp.expr import evaluate, parse_defines
 from flashsim.warp.fragments import INSTRUCTIONS, fragment
@@ -198,10 +198,11 @@ def cmd_banks(args) -> int:
     print()
     table = bank_table(phys, width=width, op=kind, active=act)
     lines = _bank_report(table, int(wf), int(ideal))
-    if model.pair_broadcast:
-        base_wf, _ = wavefronts(phys, width=width, op=kind, active=act)
+    if model is not PHASES:
+        base_wf, _ = wavefronts(phys, width=width, op=kind, active=act, model=PHASES)
         if int(base_wf) != int(wf):
-            lines[-1] += f" (the pair-broadcast rule packs this load: {int(base_wf)} -> {int(wf)} wavefronts)"
+            why = "cp.async takes quarter-warp phases" if kind == "ldgsts" else "the pair-broadcast rule packs this load"
+            lines[-1] += f" ({why}: plain phases {int(base_wf)} -> {int(wf)} wavefronts)"
     print("\n".join(lines))
     if args.svg:
         from flashsim.viz.banks import bank_map_svg
@@ -254,7 +255,8 @@ def add_parsers(subparsers) -> None:
     bk.add_argument("--width", type=int, default=32, choices=[8, 16, 32, 64, 128], help="bits per lane (default 32)")
     bk.add_argument("--op", default="ld", choices=list(_OPS), help="ld, st or cp.async (default ld)")
     bk.add_argument("--active", metavar="EXPR", help="EXPR in lane: nonzero = lane active (default: all lanes)")
-    bk.add_argument("--model", default="phases", choices=sorted(MODELS), help="counting rule (default phases)")
+    bk.add_argument("--model", default="sm_90", choices=sorted(MODELS),
+                    help="counting rule (default sm_90: what Nsight Compute counts on the H100/H200)")
     _add_addr_options(bk, elem_default=1)
     bk.set_defaults(func=cmd_banks)
 

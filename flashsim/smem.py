@@ -159,14 +159,21 @@ def _count(addr, active, unit_shift, group_mask, lanes_per_phase, wf, ideal):  #
         ideal[i] = idl
 
 
-def _pair_uniform(addr: np.ndarray, active: np.ndarray) -> np.ndarray:
+@numba.njit(cache=True, nogil=True)
+def _pair_uniform(addr, active):  # pragma: no cover - numba
     """Per instruction: addr[n] == addr[n^1] for every active pair, or addr[n] == addr[n^2] likewise."""
-    lanes = np.arange(32)
-    out = np.zeros(addr.shape[0], dtype=bool)
-    for x in (1, 2):
-        partner = lanes ^ x
-        same = (addr == addr[:, partner]) | ~active | ~active[:, partner]
-        out |= same.all(axis=1)
+    out = np.zeros(addr.shape[0], np.bool_)
+    for i in range(addr.shape[0]):
+        for x in (1, 2):
+            ok = True
+            for lane in range(32):
+                p = lane ^ x
+                if active[i, lane] and active[i, p] and addr[i, lane] != addr[i, p]:
+                    ok = False
+                    break
+            if ok:
+                out[i] = True
+                break
     return out
 
 

@@ -47,7 +47,7 @@ def test_equals_the_brute_force_reference(kind, units, mask, num, spread):
     op, width = kind
     addr = np.array(units) * spread * width  # small spreads give many shared words and banks
     active = ((mask >> LANE) & 1).astype(bool)
-    wf, ideal = wavefronts(addr, width=width, op=op, active=active, num=num)
+    wf, ideal = wavefronts(addr, width=width, op=op, active=active, num=num, model=PHASES)  # the plain rule
     assert (int(wf), int(ideal)) == reference(addr, width, op, active, num)
     table = bank_table(addr, width=width, op=op, active=active, num=num)
     assert sum(p["wavefronts"] for p in table) == int(wf)

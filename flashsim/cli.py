@@ -74,6 +74,11 @@ def main(argv=None) -> int:
     except FlashsimError as e:
         print(f"flashsim: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into head & co.: stop quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

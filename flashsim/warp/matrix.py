@@ -165,11 +165,8 @@ def stmatrix(smem: SharedMemory, addr: Any, regs: Any, *, num: int = 4, trans: b
     op = stmatrix_op(num, trans)
     a, a2, lead, act, cta, lanes_active = _prepare(smem, addr, active, num)
     r, rlead = regs_array("regs", regs, num, lead=None)
-    if r.shape[:2] != a.shape[:2]:
-        if rlead == () and lead == ():
-            pass
-        else:
-            raise bad_argument("regs", f"(ctas, warps) = {r.shape[:2]}", f"differs from addr's {a.shape[:2]}")
+    if r.shape[:2] != a.shape[:2] and not (rlead == () and lead == ()):
+        raise bad_argument("regs", f"(ctas, warps) = {r.shape[:2]}", f"differs from addr's {a.shape[:2]}")
     r2 = np.ascontiguousarray(r.reshape(-1, 32, num))
     tag = op if tag is None else tag
     # check faults before any byte is written (the device faults the whole instruction)

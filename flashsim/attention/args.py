@@ -1,0 +1,408 @@
+"""flash_attn_func's arguments: the checks and normalisations FlashAttention-2 applies before it launches.
+
+``check_args`` takes the arguments of ``flash_attn_func`` and returns one frozen :class:`AttentionArgs`
+holding the shapes and the scalars exactly as the FA2 forward kernel receives them (``Flash_fwd_params``).
+It reads shapes, dtypes and devices only: no data is copied (``to_numpy`` does that when it is needed).
+
+Facts taken from Dao-AILab/flash-attention (FA2, ``csrc/flash_attn``), not from its code:
+
+- ``flash_attn/flash_attn_interface.py`` (``FlashAttnFunc.forward``): ``softmax_scale`` defaults to
+  ``q.shape[-1] ** -0.5`` on the head dim as given (before padding); the head dim is zero-padded to a
+  multiple of 8 and the output cropped back; ``return_attn_probs`` returns ``(out, softmax_lse, S_dmask)``.
+- ``csrc/flash_attn/flash_api.cpp`` (``mha_fwd``): q/k/v are fp16 or bf16 of one dtype, on one device;
+  ``batch_size > 0``; padded ``head_size <= 256``; ``num_heads % num_heads_k == 0`` (GQA/MQA: q head h reads
+  kv head ``h // (num_heads // num_heads_k)``); ``p_dropout < 1``; a window side ``>= seqlen_k`` becomes -1;
+  ``seqlen_q == 1`` (no alibi) turns causal off; causal sets ``window_size_right = 0`` (the left side is
+  kept, so ``causal=True, window_size=(L, -1)`` is the local window (L, 0)); LSE is float32 of shape
+  (batch, heads, seqlen_q); ``head_size_rounded`` is a multiple of 32 (<= 128) or 64; ``seqlen_k == 0`` gives
+  out 0 and LSE +inf without a launch.
+- ``set_params_fprop`` (same file): the kernel's floats. Python's float ``softmax_scale`` arrives as a C
+  ``float`` (one round-to-nearest); ``scale_softmax_log2 = softmax_scale * M_LOG2E`` multiplies that float by
+  the double ``M_LOG2E`` in double and stores the product in a float (a second rounding). With
+  ``softcap > 0``: ``params.softcap = softmax_scale / softcap`` (a float division),
+  ``scale_softmax = softcap`` and ``scale_softmax_log2 = softcap * M_LOG2E``; otherwise ``params.softcap = 0``.
+  ``is_causal = left < 0 && right == 0``; then an unbounded side (< 0) facing a bounded one is replaced by
+  ``seqlen_k`` (``params_window_size`` below).
+"""
+
+from __future__ import annotations
+
+import numbers
+import sys
+from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
+
+from flashsim.errors import bad_argument
+
+# M_LOG2E from <math.h>: the decimal literal parsed to the nearest double, as the C compiler does
+LOG2E = 1.44269504088896340736
+MAX_HEADDIM = 256  # mha_fwd: "FlashAttention forward only supports head dimension at most 256"
+HEADDIM_MULTIPLE = 8  # FlashAttnFunc.forward pads the head dim to a multiple of 8
+DTYPES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+_TORCH_DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16"}
+_INT32_MAX = 2**31 - 1  # the C++ side takes the window sizes as int
+_SOFTCAP_WHY = "expected 0 (off) or a number > 0 that stays > 0 and finite as float32, also times log2(e)"
+
+
+def _f32(x: float) -> np.float32:
+    """A double rounded to float32 (nearest even), as a C ``(float)`` cast; overflow gives inf quietly."""
+    with np.errstate(over="ignore"):
+        return np.float32(x)
+
+
+def _times_log2e(x32: np.float32) -> np.float32:
+    """``float * M_LOG2E`` stored in a float: the product is taken in double (M_LOG2E is a double
+    constant), then rounded to float32; two roundings, which differ from one float32 multiply for some
+    scales (default scale of headdim 7: 0x3f0b97f6, one float32 multiply 0x3f0b97f5)."""
+    return _f32(np.float64(x32) * LOG2E)
+
+
+def _finite_log2(x: float) -> bool:
+    """True when x and x * log2(e) are finite once rounded to float32 as set_params_fprop does."""
+    return bool(np.isfinite(_f32(x)) and np.isfinite(_times_log2e(_f32(x))))
+
+
+def _softcap_ok(x: float) -> bool:
+    """0, or positive with a positive float32 value (FA2 tests the float ``softcap > 0``, so a cap that
+    rounds to 0 would silently switch softcapping off) and finite also times log2(e)."""
+    return x == 0.0 or (x > 0.0 and _f32(x) > 0 and _finite_log2(x))
+
+
+def round_multiple(x: int, m: int) -> int:
+    """Round ``x`` up to a multiple of ``m`` (flash_api.cpp's ``round_multiple``)."""
+    return (x + m - 1) // m * m
+
+
+@dataclass(frozen=True)
+class AttentionArgs:
+    """One flash_attn_func call, normalised as FA2 normalises it; validates itself on construction.
+
+    ``window_size`` is (left, right) after ``mha_fwd``: -1 means unbounded, otherwise ``0 <= side < seqlen_k``.
+    Causal is the window (-1, 0). The remaining fields are derived: the float32 scalars and the window the
+    kernel masks with, named after their ``Flash_fwd_params`` fields.
+    """
+
+    batch: int
+    seqlen_q: int
+    seqlen_k: int
+    heads: int
+    heads_k: int
+    headdim: int
+    dtype: str
+    softmax_scale: float
+    window_size: tuple[int, int] = (-1, -1)
+    softcap: float = 0.0
+    deterministic: bool = False
+    device: str = "cpu"
+    # derived in __post_init__
+    softmax_scale_f32: np.float32 = field(init=False)
+    scale_log2_f32: np.float32 = field(init=False)
+    params_scale_softmax: np.float32 = field(init=False)
+    params_scale_softmax_log2: np.float32 = field(init=False)
+    params_softcap: np.float32 = field(init=False)
+    params_window_size: tuple[int, int] = field(init=False)
+
+    def __post_init__(self):
+        for name in ("batch", "heads", "heads_k", "headdim"):
+            if not _is_int(getattr(self, name)) or getattr(self, name) < 1:
+                raise bad_argument(name, getattr(self, name), "expected a positive int")
+        for name in ("seqlen_q", "seqlen_k"):
+            if not _is_int(getattr(self, name)) or getattr(self, name) < 0:
+                raise bad_argument(name, getattr(self, name), "expected a non-negative int")
+        if self.heads % self.heads_k:
+            raise bad_argument("heads_k", self.heads_k, f"must divide heads={self.heads} (GQA/MQA)")
+        if self.headdim_padded > MAX_HEADDIM:
+            raise bad_argument("headdim", self.headdim, f"padded to {self.headdim_padded}, above {MAX_HEADDIM}")
+        if self.dtype not in DTYPES:
+            raise bad_argument("dtype", self.dtype, f"expected one of {sorted(DTYPES)}")
+        if not isinstance(self.softmax_scale, float) or not _finite_log2(self.softmax_scale):
+            raise bad_argument("softmax_scale", self.softmax_scale, "expected a float; it and its product "
+                                                                    "with log2(e) must be finite as float32")
+        if not isinstance(self.softcap, float) or not _softcap_ok(self.softcap):
+            raise bad_argument("softcap", self.softcap, _SOFTCAP_WHY)
+        ws = self.window_size
+        if (not isinstance(ws, tuple) or len(ws) != 2 or not all(_is_int(w) for w in ws)
+                or not all(w == -1 or 0 <= w < max(self.seqlen_k, 1) for w in ws)):
+            raise bad_argument("window_size", ws, f"expected a normalised (left, right): each -1 (unbounded) "
+                                                  f"or in [0, seqlen_k={self.seqlen_k}); use check_args")
+        if not isinstance(self.deterministic, bool):
+            raise bad_argument("deterministic", self.deterministic, "expected a bool")
+        if not isinstance(self.device, str):
+            raise bad_argument("device", self.device, "expected a str")
+
+        # set_params_fprop: the C float parameter is the Python double rounded to nearest once
+        scale_f32 = _f32(self.softmax_scale)
+        log2 = _times_log2e(scale_f32)
+        if self.softcap > 0.0:
+            cap = _f32(self.softcap)
+            # float / float: one float32 division (round to nearest); the kernel then computes
+            # tanh(qk * params.softcap) and uses scale_softmax(_log2) = softcap(* log2 e) on it
+            with np.errstate(over="ignore", under="ignore"):
+                p_softcap = scale_f32 / cap
+            p_scale, p_log2 = cap, _times_log2e(cap)
+        else:
+            p_softcap, p_scale, p_log2 = np.float32(0.0), scale_f32, log2
+        left, right = ws
+        # set_params_fprop: an unbounded side facing a bounded one becomes seqlen_k (after is_causal is
+        # taken, so causal's left becomes seqlen_k too; the causal mask never reads it)
+        if left < 0 and right >= 0:
+            left = self.seqlen_k
+        if left >= 0 and right < 0:
+            right = self.seqlen_k
+        for name, value in (("softmax_scale_f32", scale_f32), ("scale_log2_f32", log2),
+                            ("params_scale_softmax", p_scale), ("params_scale_softmax_log2", p_log2),
+                            ("params_softcap", np.float32(p_softcap)), ("params_window_size", (left, right))):
+            object.__setattr__(self, name, value)
+
+    # ---- shapes ----
+    @property
+    def headdim_padded(self) -> int:
+        """The head dim the kernel sees: zero-padded to a multiple of 8 (FlashAttnFunc.forward)."""
+        return round_multiple(self.headdim, HEADDIM_MULTIPLE)
+
+    @property
+    def headdim_rounded(self) -> int:
+        """mha_fwd's ``head_size_rounded``: the padded head dim up to a multiple of 32 (<= 128) or 64."""
+        d = self.headdim_padded
+        return round_multiple(d, 32 if d <= 128 else 64)
+
+    @property
+    def ngroups(self) -> int:
+        """Query heads per kv head (1: MHA, heads: MQA); q head h reads kv head ``h // ngroups``."""
+        return self.heads // self.heads_k
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return DTYPES[self.dtype]
+
+    @property
+    def q_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.seqlen_q, self.heads, self.headdim)
+
+    @property
+    def kv_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.seqlen_k, self.heads_k, self.headdim)
+
+    @property
+    def out_shape(self) -> tuple[int, int, int, int]:
+        return self.q_shape
+
+    @property
+    def lse_shape(self) -> tuple[int, int, int]:
+        """softmax_lse: float32, (batch, heads, seqlen_q)."""
+        return (self.batch, self.heads, self.seqlen_q)
+
+    # ---- masking ----
+    @property
+    def is_causal(self) -> bool:
+        """``params.is_causal``: the window (-1, 0)."""
+        return self.window_size[0] < 0 and self.window_size[1] == 0
+
+    @property
+    def is_local(self) -> bool:
+        """The kernel's ``Is_local``: some side bounded and not causal."""
+        return (self.window_size[0] >= 0 or self.window_size[1] >= 0) and not self.is_causal
+
+    def key_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lo, hi), int64 of length seqlen_q: query row i attends keys lo[i] <= j <= hi[i] (empty if lo > hi).
+
+        The mask is aligned to the bottom-right corner: row i sits on key ``i + seqlen_k - seqlen_q``
+        (flash_attn_func's docstring); bounds come from ``params_window_size`` as mask.h's
+        ``apply_mask_local`` uses them. Consequence of FA2's substitution: with a bounded left side and an
+        unbounded right side, the right side is seqlen_k, which masks keys when seqlen_q > seqlen_k + 1.
+        """
+        sq, sk = self.seqlen_q, self.seqlen_k
+        diag = np.arange(sq, dtype=np.int64) + (sk - sq)
+        left, right = self.params_window_size
+        lo = np.maximum(diag - left, 0) if left >= 0 else np.zeros(sq, np.int64)
+        hi = np.minimum(diag + right, sk - 1) if right >= 0 else np.full(sq, sk - 1, np.int64)
+        return lo, hi
+
+    def key_mask(self, rows: slice = slice(None)) -> np.ndarray:
+        """Boolean (rows, seqlen_k): True where a query row attends a key (``key_bounds`` as a matrix)."""
+        lo, hi = self.key_bounds()
+        j = np.arange(self.seqlen_k, dtype=np.int64)
+        return (j >= lo[rows, None]) & (j <= hi[rows, None])
+
+
+# ---------------------------------------------------------------------------------------------------
+# inputs
+
+
+class _Summary:
+    """Stands for an array in error messages: its type, shape, dtype and device, never its values."""
+
+    def __init__(self, x):
+        self.text = (f"{type(x).__name__}(shape={tuple(getattr(x, 'shape', ()))}, "
+                     f"dtype={_dtype_text(x)}" + (f", device={_device(x)}" if _is_torch(x) else "") + ")")
+
+    def __repr__(self):
+        return self.text
+
+
+def _torch_module():
+    """The torch module if the caller has imported it; flashsim never imports torch itself."""
+    return sys.modules.get("torch")
+
+
+def _is_torch(x) -> bool:
+    torch = _torch_module()
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _dtype_text(x) -> str:
+    dt = getattr(x, "dtype", None)
+    return str(dt) if _is_torch(x) else getattr(dt, "name", str(dt))
+
+
+def _device(x) -> str:
+    return str(x.device) if _is_torch(x) else "cpu"
+
+
+def _dtype_name(x, name: str) -> str:
+    """'float16' or 'bfloat16' for a numpy array or torch tensor, else an ArgumentError naming ``name``."""
+    if isinstance(x, np.ndarray):
+        for key, dt in DTYPES.items():
+            if x.dtype == dt:
+                return key
+        hint = (" (uint16 bit patterns are ambiguous: view them as np.float16 or ml_dtypes.bfloat16)"
+                if x.dtype == np.uint16 else "")
+        raise bad_argument(name, _Summary(x), f"FlashAttention supports only float16 and bfloat16{hint}")
+    if _is_torch(x):
+        if str(x.dtype) in _TORCH_DTYPES:
+            return _TORCH_DTYPES[str(x.dtype)]
+        raise bad_argument(name, _Summary(x), "FlashAttention supports only torch.float16 and torch.bfloat16")
+    raise bad_argument(name, _Summary(x) if hasattr(x, "shape") else x,
+                       "expected a numpy array (float16 or ml_dtypes.bfloat16) or a torch tensor")
+
+
+def to_numpy(x, name: str = "x") -> np.ndarray:
+    """A float16 / bfloat16 numpy array with the bits of ``x`` (a numpy array is returned as is).
+
+    A torch tensor is detached and copied to the CPU (a copy only if it is elsewhere); bfloat16 goes
+    through an int16 view because numpy has no bfloat16 of torch's: every bit pattern is kept.
+    """
+    dtype = _dtype_name(x, name)
+    if isinstance(x, np.ndarray):
+        return x
+    torch = _torch_module()
+    t = x.detach().to("cpu")
+    if dtype == "bfloat16":
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
+
+
+def _real(name: str, value) -> float:
+    """A Python float from an int/float (numpy scalars too, bools not), else an ArgumentError."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise bad_argument(name, value, "expected a real number")
+    return float(value)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (numbers.Integral, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _flag(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise bad_argument(name, value, "expected a bool")
+    return bool(value)
+
+
+def _window(value) -> tuple[int, int]:
+    """(left, right) as ints; any negative side means unbounded and becomes -1."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2:
+        raise bad_argument("window_size", value, "expected a pair (left, right) of ints, -1 for unbounded")
+    out = []
+    for side in value:
+        if not _is_int(side) or not -_INT32_MAX - 1 <= int(side) <= _INT32_MAX:
+            raise bad_argument("window_size", value, "expected a pair (left, right) of 32-bit ints, "
+                                                     "-1 for unbounded")
+        out.append(max(int(side), -1))
+    return out[0], out[1]
+
+
+def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+               alibi_slopes=None, deterministic=False, return_attn_probs=False) -> AttentionArgs:
+    """Check flash_attn_func's arguments as FA2 does and normalise them into an :class:`AttentionArgs`.
+
+    Bad arguments raise ``ArgumentError`` (``name=<value!r>: why``); arguments FA2 accepts but flashsim does
+    not model (dropout, alibi_slopes, return_attn_probs=True) raise ``NotImplementedError`` naming them.
+    """
+    # the tensors: dtype, rank, then one device and dtype for all three (mha_fwd's order)
+    dtype = _dtype_name(q, "q")
+    for name, x in (("k", k), ("v", v)):
+        if _dtype_name(x, name) != dtype:
+            raise bad_argument(name, _Summary(x), f"must have the same dtype as q ({dtype})")
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if len(x.shape) != 4:
+            raise bad_argument(name, _Summary(x), f"expected rank 4 (batch, seqlen, heads, headdim), "
+                                                  f"got rank {len(x.shape)}")
+        if _device(x) != _device(q):
+            raise bad_argument(name, _Summary(x), f"must be on the same device as q ({_device(q)})")
+    batch, seqlen_q, heads, headdim = (int(n) for n in q.shape)
+    seqlen_k, heads_k = int(k.shape[1]), int(k.shape[2])
+    if batch < 1:
+        raise bad_argument("q", _Summary(q), "batch size must be positive")
+    if headdim < 1:
+        raise bad_argument("q", _Summary(q), "head dimension must be positive")
+    expect_kv = (batch, seqlen_k, heads_k, headdim)
+    for name, x in (("k", k), ("v", v)):
+        if tuple(int(n) for n in x.shape) != expect_kv:
+            raise bad_argument(name, _Summary(x), f"expected shape (batch, seqlen_k, heads_k, headdim) = "
+                                                  f"{expect_kv}, from q's batch and headdim and k's "
+                                                  f"seqlen_k and heads_k")
+    if heads_k < 1:
+        raise bad_argument("k", _Summary(k), "number of heads in key/value must be positive")
+    if heads % heads_k:
+        raise bad_argument("k", _Summary(k), f"number of heads in key/value ({heads_k}) must divide number "
+                                             f"of heads in query ({heads}) (GQA/MQA)")
+    padded = round_multiple(headdim, HEADDIM_MULTIPLE)
+    if padded > MAX_HEADDIM:
+        raise bad_argument("q", _Summary(q), f"head dimension {headdim} (padded to {padded}) is above "
+                                             f"{MAX_HEADDIM}, the most FlashAttention supports")
+
+    # the scalars
+    p = _real("dropout_p", dropout_p)
+    if not 0.0 <= p < 1.0:
+        raise bad_argument("dropout_p", dropout_p, "expected a probability in [0, 1)")
+    if softmax_scale is None:
+        scale = headdim ** -0.5  # on the head dim as given, before padding (FlashAttnFunc.forward)
+    else:
+        scale = _real("softmax_scale", softmax_scale)
+        if not _finite_log2(scale):
+            raise bad_argument("softmax_scale", softmax_scale, "it and its product with log2(e) must be "
+                                                               "finite as float32")
+    causal = _flag("causal", causal)
+    left, right = _window(window_size)
+    cap = _real("softcap", softcap)
+    if not _softcap_ok(cap):
+        raise bad_argument("softcap", softcap, _SOFTCAP_WHY)
+    deterministic = _flag("deterministic", deterministic)
+    return_attn_probs = _flag("return_attn_probs", return_attn_probs)
+
+    # what FA2 has and flashsim does not model
+    if p != 0.0:
+        raise NotImplementedError(f"dropout is not modelled (dropout_p={dropout_p!r}): flashsim simulates "
+                                  f"the forward pass without dropout; pass dropout_p=0.0")
+    if alibi_slopes is not None:
+        raise NotImplementedError("alibi_slopes is not modelled: flashsim simulates attention without "
+                                  "ALiBi biases; pass alibi_slopes=None")
+    if return_attn_probs:
+        raise NotImplementedError("return_attn_probs=True is not modelled: flashsim does not return the "
+                                  "attention probabilities (S_dmask)")
+
+    # mha_fwd's window normalisation
+    if left >= seqlen_k:
+        left = -1
+    if right >= seqlen_k:
+        right = -1
+    if seqlen_q == 1:  # "causal=true is the same as causal=false in this case" (no alibi here)
+        causal = False
+    if causal:
+        right = 0
+    return AttentionArgs(batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads=heads, heads_k=heads_k,
+                         headdim=headdim, dtype=dtype, softmax_scale=float(scale), window_size=(left, right),
+                         softcap=cap, deterministic=deterministic, device=_device(q))

@@ -1,0 +1,184 @@
+"""Reference attention for checking kernels: the float64 truth, a plain low-precision attention, and
+flash-attn's acceptance rule that compares a kernel's error with the low-precision one's.
+
+Semantics (FA2, Dao-AILab/flash-attention; facts only): scores are ``softmax_scale * q.k``; with softcap
+they become ``softcap * tanh(scores / softcap)`` before masking (tests/test_flash_attn.py ``attention_ref``);
+causal and local masks are aligned to the bottom-right corner (``AttentionArgs.key_bounds``); q head h
+reads kv head ``h // ngroups``; a row with no key to attend gives out 0 and LSE +inf (the kernel's early
+exit and ``normalize_softmax_lse``: ``sum == 0`` gives ``INFINITY``, and the split-KV combine maps
+all -inf partial LSEs to +inf too); ``seqlen_k == 0`` likewise. LSE is the natural-log logsumexp of the
+(softcapped, scaled) scores of a row. Work is vectorised over batch and heads and chunked over query
+rows so that memory stays bounded for long sequences.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from flashsim.attention.args import AttentionArgs, _Summary, to_numpy
+from flashsim.errors import bad_argument
+
+_CHUNK_ELEMENTS = 1 << 22  # scores per chunk of query rows (32 MiB of float64)
+ACCUMULATORS = ("f32", "f16")
+MMA_K = 16  # k-depth of one mma.m16n8k16: the unit of rounding in the f16-accumulator model
+
+
+def _inputs(q, k, v, args: AttentionArgs) -> list[np.ndarray]:
+    """q, k, v as numpy arrays, checked against ``args`` (shape and dtype)."""
+    if not isinstance(args, AttentionArgs):
+        raise bad_argument("args", args, "expected an AttentionArgs (from check_args)")
+    arrays = []
+    for name, x, shape in (("q", q, args.q_shape), ("k", k, args.kv_shape), ("v", v, args.kv_shape)):
+        a = to_numpy(x, name)
+        if a.shape != shape or a.dtype != args.np_dtype:
+            raise bad_argument(name, _Summary(a), f"does not match args: expected shape {shape} of {args.dtype}")
+        arrays.append(a)
+    return arrays
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, acc16: bool) -> np.ndarray:
+    """a @ b; with ``acc16``, a model of f16 accumulation: each 16-deep slice of the contraction is summed
+    in float32, added to the running f16 sum and rounded to f16 (RN), as an mma with an f16 D rounds once
+    per instruction. A model for precision estimates, not a bit-exact mma."""
+    if not acc16:
+        return a @ b
+    acc = np.zeros(a.shape[:-1] + b.shape[-1:], np.float32)
+    with np.errstate(over="ignore"):  # f16 overflow gives inf, as the mma does
+        for c in range(0, a.shape[-1], MMA_K):
+            acc = (acc + a[..., c:c + MMA_K] @ b[..., c:c + MMA_K, :]).astype(np.float16).astype(np.float32)
+    return acc
+
+
+def _attention(q, k, v, args: AttentionArgs, ftype, scale, softcap, p_dtype=None, acc16=False):
+    """The shared body: out (b, sq, h, d) and lse (b, h, sq) in ``ftype``, one softmax over the whole row.
+
+    ``p_dtype``: round the unnormalised probabilities to it before P @ V (the row sum uses the unrounded
+    ones), as FA2 converts P to the input type for the second mma and sums in float32.
+    """
+    b, sq, h, d = args.q_shape
+    sk, hk, g = args.seqlen_k, args.heads_k, args.ngroups
+    out = np.zeros((b, hk, g, sq, d), ftype)
+    lse = np.full((b, hk, g, sq), np.inf, ftype)
+    if sq and sk:
+        # (b, s, h, d) -> heads-major; q head hk*g + i reads kv head hk (broadcast over the group axis)
+        qh = np.ascontiguousarray(q.astype(ftype).reshape(b, sq, hk, g, d).transpose(0, 2, 3, 1, 4))
+        kt = np.ascontiguousarray(k.astype(ftype).transpose(0, 2, 3, 1))[:, :, None]  # (b, hk, 1, d, sk)
+        vh = np.ascontiguousarray(v.astype(ftype).transpose(0, 2, 1, 3))[:, :, None]  # (b, hk, 1, sk, d)
+        step = max(1, _CHUNK_ELEMENTS // (b * h * sk))
+        for r0 in range(0, sq, step):
+            rows = slice(r0, min(sq, r0 + step))
+            with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # NaN/inf inputs propagate
+                s = _matmul(qh[:, :, :, rows], kt, acc16) * scale
+                if softcap:
+                    s = softcap * np.tanh(s / softcap)  # before masking, as attention_ref does
+                keep = args.key_mask(rows)  # (rows, sk), bottom-right aligned
+                s = np.where(keep, s, -np.inf)
+                empty = ~keep.any(-1)[:, None]  # rows with no key: out 0, lse +inf
+                m = np.where(empty, 0, s.max(-1, keepdims=True))
+                p = np.exp(s - m)
+                l = p.sum(-1, keepdims=True)
+                if p_dtype is not None:
+                    p = p.astype(p_dtype).astype(ftype)
+                o = _matmul(p, vh, acc16)
+                out[..., rows, :] = np.where(empty, 0, o / np.where(empty, 1, l))
+                lse[..., rows] = np.where(empty, np.inf, m + np.log(l))[..., 0]
+    return out.transpose(0, 3, 1, 2, 4).reshape(b, sq, h, d), lse.reshape(b, h, sq)
+
+
+def attention_reference(q, k, v, args: AttentionArgs) -> tuple[np.ndarray, np.ndarray]:
+    """(out, lse) in float64 from the inputs' exact values: the truth a kernel is measured against.
+
+    Uses ``args.softmax_scale`` (the Python float asked for, not the kernel's float32 copy) and
+    ``args.softcap``. Shapes: out (batch, seqlen_q, heads, headdim), lse (batch, heads, seqlen_q). A row
+    with no key gives out 0 and lse +inf (FA2's convention); NaN inputs give NaN (the kernel instead
+    writes lse +inf for a NaN row sum: a twin models that, the reference does not).
+    """
+    q, k, v = _inputs(q, k, v, args)
+    return _attention(q, k, v, args, np.float64, args.softmax_scale, args.softcap)
+
+
+def attention_lowp(q, k, v, args: AttentionArgs, *, acc: str = "f32") -> tuple[np.ndarray, np.ndarray]:
+    """(out in the input dtype, lse float32) of a plain attention at the kernel's precisions.
+
+    Inputs as given; scores, scale (``args.softmax_scale_f32``), softcap, softmax and the row sum in
+    float32 (numpy's exp, one pass with the row max); P unnormalised, rounded to the input dtype before
+    P @ V as FA2 does; O divided by the float32 row sum and rounded (RN) to the input dtype, as the kernel
+    writes it. ``acc="f16"`` (float16 inputs only) models f16 mma accumulators for Q K^T and P V (see
+    ``_matmul``), as kernels with f16 accumulation use. Plays the role of flash-attn tests' ``out_pt``.
+    """
+    if acc not in ACCUMULATORS:
+        raise bad_argument("acc", acc, f"expected one of {ACCUMULATORS}")
+    if acc == "f16" and args.dtype != "float16":
+        raise bad_argument("acc", acc, f"f16 accumulation needs float16 inputs (mma has no {args.dtype} "
+                                       f"inputs with an f16 accumulator)")
+    q, k, v = _inputs(q, k, v, args)
+    cap = np.float32(args.softcap) if args.softcap > 0 else 0.0
+    out, lse = _attention(q, k, v, args, np.float32, args.softmax_scale_f32, cap, p_dtype=args.np_dtype,
+                          acc16=acc == "f16")
+    with np.errstate(over="ignore"):
+        return out.astype(args.np_dtype), lse
+
+
+# ---------------------------------------------------------------------------------------------------
+# flash-attn's acceptance rule
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """Outcome of the rule; truthy when it passed. ``bound = 2 * max_err_lowp + atol``."""
+
+    passed: bool
+    max_err: float
+    max_err_lowp: float
+    bound: float
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __str__(self) -> str:
+        verdict = "passes" if self.passed else "FAILS"
+        return (f"{verdict}: max|out - ref| = {self.max_err:.3e} vs bound 2 * max|out_lowp - ref| + atol "
+                f"= {self.bound:.3e} (max|out_lowp - ref| = {self.max_err_lowp:.3e})")
+
+
+def _as_f64(x, name: str) -> np.ndarray:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        x = to_numpy(x, name) if str(x.dtype) in ("torch.float16", "torch.bfloat16") else x.detach().cpu().numpy()
+    a = np.asarray(x)
+    if a.dtype.kind not in "fiu" and a.dtype.name != "bfloat16":
+        raise bad_argument(name, _Summary(a), "expected a numeric array")
+    return a.astype(np.float64)
+
+
+def max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
+    """max |a - b| where equal values (equal infinities, NaN against NaN) count 0 and any other NaN inf."""
+    with np.errstate(invalid="ignore"):
+        d = np.abs(a - b)
+        d = np.where((a == b) | (np.isnan(a) & np.isnan(b)), 0.0, d)
+    d = np.where(np.isnan(d), np.inf, d)
+    return float(d.max()) if d.size else 0.0
+
+
+def passes_flash_attn_rule(out, ref, out_lowp, *, atol: float = 1e-5) -> RuleResult:
+    """flash-attn's test rule, max|out - ref| <= 2 * max|out_lowp - ref| + atol (tests/test_flash_attn.py
+    asserts it with atol 0 in test_flash_attn_output and 1e-5 in test_flash_attn_causal; the issue asks 1e-5).
+
+    ``ref`` is the float64 truth (``attention_reference``), ``out_lowp`` a plain attention at the kernel's
+    precisions (``attention_lowp``). An error that is not finite never passes.
+    """
+    arrays = [_as_f64(x, name) for name, x in (("out", out), ("ref", ref), ("out_lowp", out_lowp))]
+    for name, a in zip(("out", "out_lowp"), (arrays[0], arrays[2])):
+        if a.shape != arrays[1].shape:
+            raise bad_argument(name, _Summary(a), f"must have the shape of ref {arrays[1].shape}")
+    atol = float(atol)
+    if not atol >= 0:
+        raise bad_argument("atol", atol, "expected a number >= 0")
+    err, err_lowp = max_abs_diff(arrays[0], arrays[1]), max_abs_diff(arrays[2], arrays[1])
+    bound = 2.0 * err_lowp + atol
+    return RuleResult(passed=math.isfinite(err) and err <= bound, max_err=err, max_err_lowp=err_lowp,
+                      bound=bound)

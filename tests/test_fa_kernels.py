@@ -1,0 +1,147 @@
+"""The seed-001 CUDA kernels v5/v6 (gpu/kernels/fa_v5.cu) through gpu.fa_kernels.run_fa.
+
+CPU tests: argument and precondition errors (raised before cupy is imported). GPU tests (``--gpu``):
+flash-attn's accuracy rule against float64, v5 == v6 bit for bit, NaN propagation.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flashsim.attention import attention_lowp, attention_reference, check_args, passes_flash_attn_rule
+from flashsim.errors import ArgumentError
+from gpu import fa_kernels
+from gpu.fa_kernels import FA_KERNELS, fa_smem_bytes, run_fa
+
+gpu = pytest.mark.gpu
+
+
+def _zeros(batch=1, seqlen=64, heads=1, d=16, dtype=np.float16):
+    return np.zeros((batch, seqlen, heads, d), dtype=dtype)
+
+
+# ------------------------------------------------------------------------------------- CPU: preconditions
+
+
+@pytest.mark.parametrize(
+    ("q", "k", "match"),
+    [
+        (_zeros(seqlen=32), _zeros(seqlen=64), r"seqlen_q % 64 == 0"),
+        (_zeros(seqlen=80), _zeros(seqlen=64), r"seqlen_q % 64 == 0"),
+        (_zeros(), _zeros(seqlen=40), r"seqlen_k % 16 == 0"),
+        (_zeros(d=8), _zeros(d=8), r"headdim % 16 == 0"),
+        (_zeros(d=24), _zeros(d=24), r"headdim % 16 == 0"),
+        (_zeros(heads=2), _zeros(heads=1), r"no GQA/MQA"),
+    ],
+)
+@pytest.mark.parametrize("kernel", sorted(FA_KERNELS))
+def test_precondition_errors_name_the_precondition(kernel, q, k, match):
+    with pytest.raises(ArgumentError, match=match):
+        run_fa(kernel, q, k, k.copy())
+
+
+def test_unknown_kernel():
+    q = _zeros()
+    with pytest.raises(ArgumentError, match=r"kernel='v7'"):
+        run_fa("v7", q, q, q)
+
+
+def test_float16_only():
+    q = np.zeros((1, 64, 1, 16), dtype=np.float32)
+    with pytest.raises(ArgumentError):
+        run_fa("v5", q, q, q)
+    try:
+        import ml_dtypes
+    except ImportError:
+        return
+    b = _zeros().astype(ml_dtypes.bfloat16)
+    with pytest.raises(ArgumentError, match="float16 only"):
+        run_fa("v5", b, b, b)
+
+
+def test_non_numpy_input_is_rejected():
+    q = _zeros()
+    with pytest.raises(ArgumentError, match="numpy float16 array"):
+        run_fa("v6", q.tolist(), q, q)
+
+
+def test_argument_errors_do_not_import_cupy(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # importing cupy would now fail
+    with pytest.raises(ArgumentError, match=r"seqlen_q % 64"):
+        run_fa("v5", _zeros(seqlen=16), _zeros(), _zeros())
+
+
+def test_smem_formula_matches_the_seed():
+    # the seed: about 31.5 KB at d = 128 (f16 tiles + 3 x 64 MD_F of 8 bytes)
+    assert fa_smem_bytes(128) == 2 * (64 * 128 + 2 * 16 * 128 + 3 * 64 * 16) + 3 * 64 * 8 == 32256
+
+
+# ------------------------------------------------------------------------------------------- GPU
+
+
+@st.composite
+def _problems(draw):
+    batch = draw(st.integers(1, 2))
+    heads = draw(st.integers(1, 2))
+    seqlen_q = 64 * draw(st.integers(1, 4))
+    seqlen_k = 64 * draw(st.integers(1, 4))
+    d = draw(st.sampled_from([16, 32, 64]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((batch, seqlen_q, heads, d)).astype(np.float16)
+    k = rng.standard_normal((batch, seqlen_k, heads, d)).astype(np.float16)
+    v = rng.standard_normal((batch, seqlen_k, heads, d)).astype(np.float16)
+    return q, k, v
+
+
+@gpu
+@settings(deadline=None, max_examples=50)
+@given(_problems())
+def test_v5_v6_pass_flash_attn_rule_and_agree_bitwise(problem):
+    q, k, v = problem
+    args = check_args(q, k, v)
+    ref, _ = attention_reference(q, k, v, args)
+    lowp, _ = attention_lowp(q, k, v, args, acc="f16")
+    out5 = run_fa("v5", q, k, v)
+    out6 = run_fa("v6", q, k, v)
+    assert out5.dtype == np.float16 and out5.shape == q.shape
+    assert passes_flash_attn_rule(out5, ref, lowp)
+    assert passes_flash_attn_rule(out6, ref, lowp)
+    # swizzling changes smem addresses only: the arithmetic and so every output bit must be the same
+    np.testing.assert_array_equal(out5.view(np.uint16), out6.view(np.uint16))
+
+
+@gpu
+@pytest.mark.parametrize("kernel", sorted(FA_KERNELS))
+def test_nan_propagates(kernel):
+    rng = np.random.default_rng(6)
+    b, s, h, d = 2, 128, 2, 32
+    q = rng.standard_normal((b, s, h, d)).astype(np.float16)
+    k = rng.standard_normal((b, s, h, d)).astype(np.float16)
+    v = rng.standard_normal((b, s, h, d)).astype(np.float16)
+    # a NaN in one query row poisons exactly that output row
+    q_nan = q.copy()
+    q_nan[1, 70, 0, 5] = np.nan
+    out = run_fa(kernel, q_nan, k, v)
+    assert np.isnan(out[1, 70, 0]).all()
+    mask = np.ones(out.shape[:3], dtype=bool)
+    mask[1, 70, 0] = False
+    assert np.isfinite(out[mask]).all()
+    # a NaN in V poisons one column of every output row of that (batch, head)
+    v_nan = v.copy()
+    v_nan[0, 33, 1, 7] = np.nan
+    out = run_fa(kernel, q, k, v_nan)
+    assert np.isnan(out[0, :, 1, 7]).all()
+    assert np.isfinite(np.delete(out[0, :, 1], 7, axis=-1)).all()
+    assert np.isfinite(out[1]).all() and np.isfinite(out[0, :, 0]).all()
+
+
+@gpu
+def test_module_compiles_with_nvrtc():
+    for spec in FA_KERNELS.values():
+        fa_kernels.runtime.get_kernel(spec.file, spec.function, options=spec.options)

@@ -10,8 +10,6 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from flashsim.attention import attention_lowp, attention_reference, check_args, passes_flash_attn_rule
 from flashsim.errors import ArgumentError
@@ -84,15 +82,12 @@ def test_smem_formula_matches_the_seed():
 # ------------------------------------------------------------------------------------------- GPU
 
 
-@st.composite
-def _problems(draw):
-    batch = draw(st.integers(1, 2))
-    heads = draw(st.integers(1, 2))
-    seqlen_q = 64 * draw(st.integers(1, 4))
-    seqlen_k = 64 * draw(st.integers(1, 4))
-    d = draw(st.sampled_from([16, 32, 64]))
-    seed = draw(st.integers(0, 2**32 - 1))
+def _problem(seed):
+    """A random problem in the kernels' domain (batch 1-2, heads 1-2, seqlens multiples of 64, d 16/32/64)."""
     rng = np.random.default_rng(seed)
+    batch, heads = rng.integers(1, 3, 2)
+    seqlen_q, seqlen_k = 64 * rng.integers(1, 5, 2)
+    d = int(rng.choice([16, 32, 64]))
     q = rng.standard_normal((batch, seqlen_q, heads, d)).astype(np.float16)
     k = rng.standard_normal((batch, seqlen_k, heads, d)).astype(np.float16)
     v = rng.standard_normal((batch, seqlen_k, heads, d)).astype(np.float16)
@@ -100,18 +95,18 @@ def _problems(draw):
 
 
 @gpu
-@settings(deadline=None, max_examples=50)
-@given(_problems())
-def test_v5_v6_pass_flash_attn_rule_and_agree_bitwise(problem):
-    q, k, v = problem
+@pytest.mark.parametrize("seed", range(24))
+def test_v5_v6_pass_flash_attn_rule_and_agree_bitwise(seed):
+    q, k, v = _problem(seed)
     args = check_args(q, k, v)
     ref, _ = attention_reference(q, k, v, args)
     lowp, _ = attention_lowp(q, k, v, args, acc="f16")
     out5 = run_fa("v5", q, k, v)
     out6 = run_fa("v6", q, k, v)
     assert out5.dtype == np.float16 and out5.shape == q.shape
-    assert passes_flash_attn_rule(out5, ref, lowp)
-    assert passes_flash_attn_rule(out6, ref, lowp)
+    r5, r6 = passes_flash_attn_rule(out5, ref, lowp), passes_flash_attn_rule(out6, ref, lowp)
+    assert r5, r5
+    assert r6, r6
     # swizzling changes smem addresses only: the arithmetic and so every output bit must be the same
     np.testing.assert_array_equal(out5.view(np.uint16), out6.view(np.uint16))
 

@@ -178,7 +178,13 @@ def _ex2_kernel(x, pa, pb, pd, poff, na, nb, nd, noff, out):
             q = (frac | 0x800000) >> (127 - ef)
         else:
             q = np.int64(0)
+        if q == 0:
+            out[i] = 0x3F800000                # 2^0 on either side (tiny |x| and zeros)
+            continue
         n = q >> 23
+        if n >= 256:
+            out[i] = 0 if negative else 0x7F800000  # saturated: +Inf, or 2^-256 flushed to +0
+            continue
         f = q & 0x7FFFFF
         sh = (f & 3) * 2
         if not negative:

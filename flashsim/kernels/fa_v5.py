@@ -1,0 +1,113 @@
+"""Arithmetic twin of gpu/kernels/fa_v5.cu (seed 001's v5/v6): the same floating-point instructions,
+in the same order, on the same values, for every warp of the grid at once.
+
+Each floating-point step below names the SASS that nvcc (CUDA 13.0, sm_90, -ftz=true as cupy's NVRTC
+compiles it) emits for it, read with ``cuobjdump -sass``. v6 differs from v5 only in shared-memory
+addresses, so both kernels have this one twin. What is not replayed here yet: the warp-level data
+movement (ldmatrix, shared-memory staging, shuffles as warp instructions with their bank report and
+trace tags); the values they move are taken straight from the arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flashsim.errors import bad_argument
+from flashsim.numerics import cvt, fp32, sfu
+from flashsim.numerics.mma import mma_m16n8k16
+
+_LOG2E = np.uint32(0x3FB8AA3B)  # 1.4426950216293334961, the constant of __expf
+_INIT_M = np.float32(-1e20).view(np.uint32)
+
+
+def _expf(x):
+    """``__expf`` under -ftz=true: FMUL.FTZ t, x, log2(e); MUFU.EX2 t, t."""
+    return sfu.mufu_ex2(fp32.mul(x, np.full_like(x, _LOG2E), ftz=True))
+
+
+def _sub(a, b):
+    """FADD.FTZ r, a, -b."""
+    return fp32.add(a, b ^ np.uint32(0x80000000), ftz=True)
+
+
+def forward(q, k, v, softmax_scale) -> np.ndarray:
+    """O for q (batch, heads, N, d), k/v (batch, heads, M, d) as float16 bit patterns (uint16), with
+    ``softmax_scale`` the float32 the kernel receives. Returns O (uint16, the layout of q)."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if np.asarray(x).dtype != np.uint16 or np.asarray(x).ndim != 4:
+            raise bad_argument(name, getattr(x, "shape", x), "expected uint16 f16 bit patterns (batch, heads, seq, d)")
+    b, h, n, d = q.shape
+    m = k.shape[2]
+    if n % 64 or m % 16 or d % 16:
+        raise bad_argument("q.shape", q.shape, "v5 needs N % 64 == 0, M % 16 == 0, d % 16 == 0")
+    scale = np.uint32(np.float32(softmax_scale).view(np.uint32))
+    t = b * h * (n // 16)                                   # one 16-row warp tile each
+    qt = q.reshape(b, h, n // 16, 16, d).reshape(t, 16, d)
+    kt = np.repeat(k.reshape(b * h, m, d), n // 16, axis=0)  # the (batch, head) K of each warp tile
+    vt = np.repeat(v.reshape(b * h, m, d), n // 16, axis=0)
+    o = np.zeros((t, 16, d), np.uint16)                     # O starts at zero in global memory
+    prev_m = np.full((t, 16), _INIT_M, np.uint32)           # init_ml: {m, l} = {-1e20, 0}
+    prev_l = np.zeros((t, 16), np.uint32)
+    lane = np.arange(16)
+    for j in range(0, m, 16):
+        # mma_qk: S (16x16, f16 accumulator) over the d slices, n 0-7 then 8-15 per slice
+        s = np.zeros((t, 16, 16), np.uint16)
+        kj = kt[:, j:j + 16, :]
+        for kk in range(0, d, 16):
+            a = qt[:, :, kk:kk + 16]
+            bt = np.ascontiguousarray(kj[:, :, kk:kk + 16].transpose(0, 2, 1))  # B = K^T (K x N)
+            s[:, :, 0:8] = mma_m16n8k16(a, np.ascontiguousarray(bt[:, :, 0:8]), s[:, :, 0:8].copy(), atype="f16", ctype="f16")
+            s[:, :, 8:16] = mma_m16n8k16(a, np.ascontiguousarray(bt[:, :, 8:16]), s[:, :, 8:16].copy(), atype="f16", ctype="f16")
+        # softmax: x = h2f(S) * scale (FMUL.FTZ), {m, d} = {x, 1}, butterfly over 16 lanes (xor 8, 4, 2, 1)
+        sf = cvt.cvt("cvt.f32.f16", s)                                       # HADD2.F32: exact
+        x = fp32.mul(sf, np.full_like(sf, scale), ftz=True)
+        vm, vd = x, np.full_like(x, np.float32(1.0).view(np.uint32))
+        for mask in (8, 4, 2, 1):
+            om, od = vm[..., lane ^ mask], vd[..., lane ^ mask]             # SHFL.BFLY
+            mm = fp32.fmax(vm, om, ftz=True)                                 # FMNMX.FTZ
+            e_self, e_other = _expf(_sub(vm, mm)), _expf(_sub(om, mm))
+            # FMUL.FTZ t, other_d, e_other ; FFMA.FTZ d, d, e_self, t
+            vd = fp32.fma(vd, e_self, fp32.mul(od, e_other, ftz=True), ftz=True)
+            vm = mm
+        tile_m, tile_l = vm[..., 0], vd[..., 0]                              # lane 0 of each group stores
+        # md_merge(prev, tile): FSETP.GT.FTZ prev.m > tile.m ; FSELs ; FADD.FTZ ; __expf ; FFMA.FTZ
+        prev_wins = prev_m.view(np.float32) > tile_m.view(np.float32)
+        big_m, small_m = np.where(prev_wins, prev_m, tile_m), np.where(prev_wins, tile_m, prev_m)
+        big_l, small_l = np.where(prev_wins, prev_l, tile_l), np.where(prev_wins, tile_l, prev_l)
+        new_m = big_m
+        new_l = fp32.fma(small_l, _expf(_sub(small_m, big_m)), big_l, ftz=True)
+        # P = f2h(__expf(h2f(S) * scale - tile.m)): FFMA.FTZ, FMUL.FTZ, MUFU.EX2, F2FP.F16 (rn)
+        arg = fp32.fma(sf, np.full_like(sf, scale), np.broadcast_to((tile_m ^ np.uint32(0x80000000))[..., None], sf.shape).copy(), ftz=True)
+        p = cvt.cvt("cvt.rn.f16.f32", _expf(arg))
+        # mma_pv and update_o per 16-wide slice of d
+        e_prev = _expf(_sub(prev_m, new_m))[..., None]
+        e_tile = _expf(_sub(tile_m, new_m))[..., None]
+        inv_l = sfu.rcp_rn_f32(new_l)[..., None]                             # 1.0f / l (IEEE; l >= 1)
+        t1 = fp32.mul(e_prev, prev_l[..., None], ftz=True)                   # FMUL.FTZ e_prev, prev.d
+        vj = vt[:, j:j + 16, :]
+        for kk in range(0, d, 16):
+            pv = np.empty((t, 16, 16), np.uint16)
+            zero = np.zeros((t, 16, 8), np.uint16)
+            pv[:, :, 0:8] = mma_m16n8k16(p, np.ascontiguousarray(vj[:, :, kk:kk + 8]), zero, atype="f16", ctype="f16")
+            pv[:, :, 8:16] = mma_m16n8k16(p, np.ascontiguousarray(vj[:, :, kk + 8:kk + 16]), zero, atype="f16", ctype="f16")
+            old = cvt.cvt("cvt.f32.f16", o[:, :, kk:kk + 16])
+            t2 = fp32.mul(np.broadcast_to(e_tile, old.shape).copy(), cvt.cvt("cvt.f32.f16", pv), ftz=True)
+            r = fp32.fma(np.broadcast_to(t1, old.shape).copy(), old, t2, ftz=True)
+            r = fp32.mul(r, np.broadcast_to(inv_l, old.shape).copy(), ftz=True)
+            o[:, :, kk:kk + 16] = cvt.cvt("cvt.rn.f16.f32", r)
+        prev_m, prev_l = new_m, new_l                                        # next_ml
+    return o.reshape(b, h, n, d)
+
+
+def run(q, k, v, softmax_scale=None) -> np.ndarray:
+    """The twin with gpu.fa_kernels.run_fa's conventions: float16 (batch, seqlen, heads, d) in and out."""
+    from flashsim.attention import check_args
+
+    args = check_args(q, k, v, softmax_scale=softmax_scale)
+    if args.dtype != "float16":
+        raise bad_argument("q.dtype", q.dtype, "v5/v6 are float16 kernels")
+    if args.heads != args.heads_k:
+        raise bad_argument("k.shape", k.shape, "v5/v6 need as many K/V heads as Q heads")
+    bits = [np.ascontiguousarray(np.asarray(x).transpose(0, 2, 1, 3)).view(np.uint16) for x in (q, k, v)]
+    o = forward(*bits, np.float32(args.softmax_scale_f32))
+    return np.ascontiguousarray(o.transpose(0, 2, 1, 3)).view(np.float16)

@@ -61,3 +61,21 @@ def test_twin_is_bit_exact_with_nan_and_large_logits():
     v = rng.standard_normal((1, 64, 2, 32)).astype(np.float16)
     q[0, 5, 1, 3] = np.nan
     assert np.array_equal(run_fa("v5", q, k, v).view(np.uint16), fa_v5.run(q, k, v).view(np.uint16))
+
+
+def test_twin_replays_the_recorded_gpu_outputs_bit_for_bit():
+    """traces/fa/fa_v5.npz: v5 and v6 outputs recorded on an sm_90 GPU (gpu/record_fa_golden.py)."""
+    from pathlib import Path
+
+    from flashsim.golden import load
+
+    arrays, prov = load(Path(__file__).resolve().parent.parent / "traces" / "fa" / "fa_v5.npz")
+    assert prov["compute_capability"].startswith("9.0")
+    n = len({k.split("/")[0] for k in arrays})
+    assert n >= 5
+    for i in range(n):
+        q, k, v = (arrays[f"{i}/{x}"].view(np.float16) for x in "qkv")
+        twin = fa_v5.run(q, k, v).view(np.uint16)
+        for kernel in ("v5", "v6"):
+            gpu = arrays[f"{i}/out_{kernel}"]
+            assert np.array_equal(gpu, twin), (i, kernel, int(np.sum(gpu != twin)))

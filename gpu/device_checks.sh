@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# On a GPU machine: the hardware checks that follow a validation run, each with its own time limit,
-# their small outputs packed into $OUT/results.tgz (reports, tables, logs).
-#   STAGES="sfu banks races pytest" bash gpu/device_checks.sh [extra validate_sfu args]
+# On a GPU machine: the hardware checks, each with its own time limit, their outputs packed into
+# $OUT/results.tgz (reports, records, golden data, logs).
+#   STAGES="validate sfu banks races fa pytest" bash gpu/device_checks.sh [extra validate_sfu args]
+# validate: numerics at scale (installs golden data when clean); sfu: special-function unit on all
+# inputs; banks: Nsight Compute comparison; races: racecheck comparison; fa: FlashAttention goldens.
 set -u
 OUT=${OUT:-out}; R=$OUT/r; mkdir -p "$R"
 export PYTHONUNBUFFERED=1
 pip install -e . --no-deps --no-build-isolation -q 2>&1 | grep -v "Running pip as"
-for stage in ${STAGES:-sfu banks races pytest}; do
+for stage in ${STAGES:-validate sfu banks races fa pytest}; do
   case $stage in
+    validate) timeout 300 python -m gpu.validate --out "$R/validate" --install > "$R/validate.log" 2>&1 ;;
+    fa)     timeout 60 python -m gpu.record_fa_golden --out "$R/fa" > "$R/fa.log" 2>&1 ;;
     sfu)    timeout 150 python -m gpu.validate_sfu --out "$R/sfu" "$@" > "$R/sfu.log" 2>&1 ;;
     banks)  timeout 200 python -m gpu.check_banks --out "$R/banks" --timeout 190 > "$R/banks.log" 2>&1 ;;
     races)  timeout 120 python -m gpu.check_races --out "$R/races" --timeout 30 > "$R/races.log" 2>&1 ;;
@@ -15,5 +19,5 @@ for stage in ${STAGES:-sfu banks races pytest}; do
   esac
   echo "stage $stage exit $?"; tail -4 "$R/$stage.log"
 done
-rm -f "$R"/sfu/*.npz "$R"/sfu/*.cubin
+rm -f "$R"/sfu/*.cubin
 tar czf "$OUT/results.tgz" -C "$OUT" r && rm -rf "$R"

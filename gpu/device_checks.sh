@@ -15,7 +15,7 @@ for stage in ${STAGES:-validate sfu banks races fa pytest}; do
     sfu)    timeout 150 python -m gpu.validate_sfu --out "$R/sfu" "$@" > "$R/sfu.log" 2>&1 ;;
     banks)  timeout 200 python -m gpu.check_banks --out "$R/banks" --timeout 190 > "$R/banks.log" 2>&1 ;;
     races)  timeout 120 python -m gpu.check_races --out "$R/races" --timeout 30 > "$R/races.log" 2>&1 ;;
-    pytest) timeout 110 python -m pytest --gpu -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} tests > "$R/pytest.log" 2>&1 ;;
+    pytest) timeout 240 python -m pytest --gpu -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} tests > "$R/pytest.log" 2>&1 ;;
   esac
   echo "stage $stage exit $?"; tail -4 "$R/$stage.log"
 done

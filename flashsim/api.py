@@ -45,7 +45,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     if backend == "sim":
         from flashsim.kernels import fa_v5
 
-        out = fa_v5.run(qn, kn, vn, softmax_scale=args.softmax_scale)  # v5 and v6 share their arithmetic
+        out = fa_v5.run(qn, kn, vn, softmax_scale=args.softmax_scale, kernel=kernel)  # v5, v6: one arithmetic
     else:
         from gpu.fa_kernels import run_fa
 

@@ -1,6 +1,6 @@
 """Host wrappers for the FlashAttention CUDA kernels in gpu/kernels/ (v5, v6 of seed 001): numpy in and out.
 
-``run_fa`` checks flash_attn_func's arguments (``flashsim.attention.check_args``) and then the kernel's own
+``run_fa`` checks the arguments and the kernel's preconditions (``flashsim.kernels.fa_v5.check``, shared with the twin)
 preconditions before touching cupy, so every argument error is testable without a GPU.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from flashsim.attention import check_args
+from flashsim.kernels import fa_v5
 from flashsim.errors import bad_argument
 from gpu import runtime
 
@@ -26,8 +26,6 @@ class FaKernel:
     function: str
     threads: int  # threads per CTA
     rows_per_cta: int  # query rows per CTA (grid x = seqlen_q / rows_per_cta)
-    kv_tile: int  # keys per KV step (seqlen_k must be a multiple)
-    d_tile: int  # head dim slice (headdim must be a multiple)
     # The seed builds with plain nvcc (-O3, no fast math, -ftz=false); cupy's NVRTC appends -ftz=true after
     # any option given here, so no option can undo it: the kernels run with f32 flush-to-zero.
     options: tuple[str, ...] = ()
@@ -35,8 +33,9 @@ class FaKernel:
 
 #: Seed 001 (v5: ldmatrix + mma f16; v6: v5 with swizzled smem). Br = Bc = Bd = 16, 4 warps per CTA.
 FA_KERNELS: dict[str, FaKernel] = {
-    "v5": FaKernel("fa_v5.cu", "fa_v5", threads=128, rows_per_cta=64, kv_tile=16, d_tile=16),
-    "v6": FaKernel("fa_v5.cu", "fa_v6", threads=128, rows_per_cta=64, kv_tile=16, d_tile=16),
+    # tile sizes and preconditions live with the twin (flashsim.kernels.fa_v5), which checks for both
+    "v5": FaKernel("fa_v5.cu", "fa_v5", threads=128, rows_per_cta=fa_v5.ROWS_PER_CTA),
+    "v6": FaKernel("fa_v5.cu", "fa_v6", threads=128, rows_per_cta=fa_v5.ROWS_PER_CTA),
 }
 
 _MD_F_BYTES = 8  # struct {float m, d}
@@ -56,17 +55,7 @@ def _check(kernel: str, q: Any, k: Any, v: Any, softmax_scale: Any):
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, np.ndarray):
             raise bad_argument(name, type(x).__name__, "expected a numpy float16 array (batch, seqlen, heads, headdim)")
-    args = check_args(q, k, v, softmax_scale=softmax_scale)
-    if args.dtype != "float16":
-        raise bad_argument("q.dtype", args.dtype, f"kernel {kernel!r} supports float16 only")
-    if args.heads_k != args.heads:
-        raise bad_argument("k.shape", k.shape, f"kernel {kernel!r} needs as many kv heads as query heads ({args.heads}): no GQA/MQA")
-    if args.seqlen_q % spec.rows_per_cta:
-        raise bad_argument("q.shape", q.shape, f"kernel {kernel!r} needs seqlen_q % {spec.rows_per_cta} == 0 (N % (4*Br))")
-    if args.seqlen_k % spec.kv_tile:
-        raise bad_argument("k.shape", k.shape, f"kernel {kernel!r} needs seqlen_k % {spec.kv_tile} == 0 (M % Bc)")
-    if args.headdim % spec.d_tile:
-        raise bad_argument("q.shape", q.shape, f"kernel {kernel!r} needs headdim % {spec.d_tile} == 0 (d % Bd)")
+    args = fa_v5.check(kernel, q, k, v, softmax_scale)
     return spec, args
 
 

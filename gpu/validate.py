@@ -232,13 +232,15 @@ def validate_cvt(rng, n_random: int, keep: int, log):
     return results, golden
 
 
-def records_from_report(report: dict) -> list[dict]:
-    """The verification records ``flashsim info`` reads, one per instruction of a validation report."""
+def records_from_report(report: dict, report_path: str = "traces/numerics/report.json") -> list[dict]:
+    """The verification records ``flashsim info`` reads, one per instruction of a validation report
+    (results carry "outputs" or "inputs" as their case count; the arch defaults to sm_90)."""
     prov = report["provenance"]
-    return [{"instruction": r["instruction"], "arch": r["arch"], "gpu": prov["name"], "cc": prov["compute_capability"],
-             "driver": prov["driver_release"], "cuda_runtime": prov["cuda_runtime_version"],
-             "nvrtc": prov["nvrtc_version"], "cases": r["outputs"], "mismatches": r["mismatches"],
-             "date": prov["date"], "report": "traces/numerics/report.json"}
+    return [{"instruction": r["instruction"], "arch": r.get("arch", "sm_90"), "gpu": prov["name"],
+             "cc": prov["compute_capability"], "driver": prov["driver_release"],
+             "cuda_runtime": prov["cuda_runtime_version"], "nvrtc": prov["nvrtc_version"],
+             "cases": r.get("outputs", r.get("inputs")), "mismatches": r["mismatches"], "date": prov["date"],
+             "report": report_path}
             for r in report["results"]]
 
 

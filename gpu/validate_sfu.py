@@ -207,7 +207,7 @@ def main(argv=None) -> int:
         logf.flush()
 
     from flashsim.numerics import sfu
-    from gpu.validate import provenance
+    from gpu.validate import provenance, records_from_report
 
     prov = provenance(args.seed)
     log(json.dumps(prov))
@@ -282,10 +282,7 @@ def main(argv=None) -> int:
         np.savez_compressed(args.out / f"sfu_golden_{suffix}.npz", provenance=np.array(json.dumps(prov, sort_keys=True)),
                             **arrays)
     (args.out / "sfu_report.json").write_text(json.dumps(report, indent=1))
-    records = [{"instruction": r["instruction"], "arch": "sm_90", "gpu": prov["name"], "cc": prov["compute_capability"],
-                "driver": prov["driver_release"], "cuda_runtime": prov["cuda_runtime_version"],
-                "nvrtc": prov["nvrtc_version"], "cases": r["inputs"], "mismatches": r["mismatches"],
-                "date": prov["date"], "report": "traces/numerics/sfu_report.json"} for r in report["results"]]
+    records = records_from_report(report, "traces/numerics/sfu_report.json")
     (args.out / "sfu_validation.json").write_text(json.dumps(records, indent=1))
     bad = [r["instruction"] for r in report["results"] if r["mismatches"]]
     log(f"SUMMARY: {len(report['results'])} instructions, mismatches in: {bad}")

@@ -49,7 +49,7 @@ def test_bf16_gqa_and_bad_arguments():
         flash_attn_func(q, k, v, kernel="v9")
     with pytest.raises(ArgumentError, match="backend='cpu'"):
         flash_attn_func(q, k, v, kernel="v5", backend="cpu")
-    with pytest.raises(ArgumentError, match=r"N % 64"):
+    with pytest.raises(ArgumentError, match=r"seqlen_q % 64"):
         flash_attn_func(*_qkv(s=32), kernel="v5")
 
 

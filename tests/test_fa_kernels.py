@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from fa_problems import random_problem
 
 from flashsim.attention import attention_lowp, attention_reference, check_args, passes_flash_attn_rule
 from flashsim.errors import ArgumentError
@@ -82,22 +83,10 @@ def test_smem_formula_matches_the_seed():
 # ------------------------------------------------------------------------------------------- GPU
 
 
-def _problem(seed):
-    """A random problem in the kernels' domain (batch 1-2, heads 1-2, seqlens multiples of 64, d 16/32/64)."""
-    rng = np.random.default_rng(seed)
-    batch, heads = rng.integers(1, 3, 2)
-    seqlen_q, seqlen_k = 64 * rng.integers(1, 5, 2)
-    d = int(rng.choice([16, 32, 64]))
-    q = rng.standard_normal((batch, seqlen_q, heads, d)).astype(np.float16)
-    k = rng.standard_normal((batch, seqlen_k, heads, d)).astype(np.float16)
-    v = rng.standard_normal((batch, seqlen_k, heads, d)).astype(np.float16)
-    return q, k, v
-
-
 @gpu
 @pytest.mark.parametrize("seed", range(24))
 def test_v5_v6_pass_flash_attn_rule_and_agree_bitwise(seed):
-    q, k, v = _problem(seed)
+    q, k, v = random_problem(seed)
     args = check_args(q, k, v)
     ref, _ = attention_reference(q, k, v, args)
     lowp, _ = attention_lowp(q, k, v, args, acc="f16")

@@ -2,26 +2,16 @@
 
 import numpy as np
 import pytest
+from fa_problems import random_problem
 
 from flashsim import ArgumentError
 from flashsim.attention import attention_lowp, attention_reference, check_args, passes_flash_attn_rule
 from flashsim.kernels import fa_v5
 
 
-def _problem(seed):
-    rng = np.random.default_rng(seed)
-    batch, heads = rng.integers(1, 3, 2)
-    seqlen_q, seqlen_k = 64 * rng.integers(1, 5, 2)
-    d = int(rng.choice([16, 32, 64]))
-    q = rng.standard_normal((batch, seqlen_q, heads, d)).astype(np.float16)
-    k = rng.standard_normal((batch, seqlen_k, heads, d)).astype(np.float16)
-    v = rng.standard_normal((batch, seqlen_k, heads, d)).astype(np.float16)
-    return q, k, v
-
-
 @pytest.mark.parametrize("seed", range(3))
 def test_twin_passes_flash_attn_rule(seed):
-    q, k, v = _problem(seed)
+    q, k, v = random_problem(seed)
     args = check_args(q, k, v)
     ref, _ = attention_reference(q, k, v, args)
     lowp, _ = attention_lowp(q, k, v, args, acc="f16")
@@ -31,7 +21,7 @@ def test_twin_passes_flash_attn_rule(seed):
 
 def test_twin_preconditions():
     q = np.zeros((1, 32, 1, 16), np.float16)
-    with pytest.raises(ArgumentError, match=r"N % 64"):
+    with pytest.raises(ArgumentError, match=r"seqlen_q % 64"):
         fa_v5.run(q, q, q)
     with pytest.raises(ArgumentError, match="float16"):
         x = np.zeros((1, 64, 1, 16), np.float32)
@@ -43,7 +33,7 @@ def test_twin_preconditions():
 def test_twin_is_bit_exact_against_the_gpu(seed):
     from gpu.fa_kernels import run_fa
 
-    q, k, v = _problem(seed)
+    q, k, v = random_problem(seed)
     twin = fa_v5.run(q, k, v).view(np.uint16)
     for kernel in ("v5", "v6"):
         gpu = run_fa(kernel, q, k, v).view(np.uint16)

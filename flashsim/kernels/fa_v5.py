@@ -38,8 +38,8 @@ def forward(q, k, v, softmax_scale) -> np.ndarray:
             raise bad_argument(name, getattr(x, "shape", x), "expected uint16 f16 bit patterns (batch, heads, seq, d)")
     b, h, n, d = q.shape
     m = k.shape[2]
-    if n % 64 or m % 16 or d % 16:
-        raise bad_argument("q.shape", q.shape, "v5 needs N % 64 == 0, M % 16 == 0, d % 16 == 0")
+    if n % ROWS_PER_CTA or m % KV_TILE or d % D_TILE:
+        raise bad_argument("q.shape", q.shape, f"v5/v6 need N % {ROWS_PER_CTA}, M % {KV_TILE} and d % {D_TILE} == 0")
     scale = np.uint32(np.float32(softmax_scale).view(np.uint32))
     t = b * h * (n // 16)                                   # one 16-row warp tile each
     qt = q.reshape(b, h, n // 16, 16, d).reshape(t, 16, d)
@@ -99,15 +99,32 @@ def forward(q, k, v, softmax_scale) -> np.ndarray:
     return o.reshape(b, h, n, d)
 
 
-def run(q, k, v, softmax_scale=None) -> np.ndarray:
-    """The twin with gpu.fa_kernels.run_fa's conventions: float16 (batch, seqlen, heads, d) in and out."""
+ROWS_PER_CTA, KV_TILE, D_TILE = 64, 16, 16  # 4 warps x Br = 16 query rows, Bc = 16 keys, Bd = 16
+
+
+def check(kernel, q, k, v, softmax_scale=None):
+    """flash_attn_func's checks plus the v5/v6 preconditions (seed 001): float16, no GQA/MQA,
+    N % 64, M % 16, d % 16. Returns the AttentionArgs; each failure names its precondition."""
     from flashsim.attention import check_args
 
     args = check_args(q, k, v, softmax_scale=softmax_scale)
     if args.dtype != "float16":
-        raise bad_argument("q.dtype", q.dtype, "v5/v6 are float16 kernels")
-    if args.heads != args.heads_k:
-        raise bad_argument("k.shape", k.shape, "v5/v6 need as many K/V heads as Q heads")
+        raise bad_argument("q.dtype", args.dtype, f"kernel {kernel!r} supports float16 only")
+    if args.heads_k != args.heads:
+        raise bad_argument("k.shape", k.shape,
+                           f"kernel {kernel!r} needs as many kv heads as query heads ({args.heads}): no GQA/MQA")
+    if args.seqlen_q % ROWS_PER_CTA:
+        raise bad_argument("q.shape", q.shape, f"kernel {kernel!r} needs seqlen_q % {ROWS_PER_CTA} == 0 (N % (4*Br))")
+    if args.seqlen_k % KV_TILE:
+        raise bad_argument("k.shape", k.shape, f"kernel {kernel!r} needs seqlen_k % {KV_TILE} == 0 (M % Bc)")
+    if args.headdim % D_TILE:
+        raise bad_argument("q.shape", q.shape, f"kernel {kernel!r} needs headdim % {D_TILE} == 0 (d % Bd)")
+    return args
+
+
+def run(q, k, v, softmax_scale=None, *, kernel: str = "v5") -> np.ndarray:
+    """The twin with gpu.fa_kernels.run_fa's conventions: float16 (batch, seqlen, heads, d) in and out."""
+    args = check(kernel, q, k, v, softmax_scale)
     bits = [np.ascontiguousarray(np.asarray(x).transpose(0, 2, 1, 3)).view(np.uint16) for x in (q, k, v)]
     o = forward(*bits, np.float32(args.softmax_scale_f32))
     return np.ascontiguousarray(o.transpose(0, 2, 1, 3)).view(np.float16)

@@ -43,18 +43,30 @@ def stmatrix_op(num: int, trans: bool) -> str:
 
 
 @numba.njit(cache=True, nogil=True)
-def _ldsm(d32, d16, cta, addr, num, trans, size, out):  # pragma: no cover - numba
-    """Gather ``num`` matrices per warp instruction into out (n, 32, num); returns the first bad row
-    (i * 32 + row) or -1."""
-    n = addr.shape[0]
-    for i in range(n):
-        c = cta[i]
-        if c < 0:
+def _first_bad_row(cta, addr, num, size):  # pragma: no cover - numba
+    """The first row address (i * 32 + row) that is misaligned or out of bounds, or -1."""
+    for i in range(addr.shape[0]):
+        if cta[i] < 0:
             continue
         for r in range(8 * num):
             a = addr[i, r]
             if (a & 15) != 0 or a < 0 or a + 16 > size:
                 return i * 32 + r
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _ldsm(d32, d16, cta, addr, num, trans, size, out):  # pragma: no cover - numba
+    """Gather ``num`` matrices per warp instruction into out (n, 32, num); returns the first bad row
+    (i * 32 + row) or -1."""
+    bad = _first_bad_row(cta, addr, num, size)
+    if bad >= 0:
+        return bad
+    n = addr.shape[0]
+    for i in range(n):
+        c = cta[i]
+        if c < 0:
+            continue
         for j in range(num):
             if not trans:
                 for r in range(8):
@@ -73,15 +85,10 @@ def _ldsm(d32, d16, cta, addr, num, trans, size, out):  # pragma: no cover - num
 
 @numba.njit(cache=True, nogil=True)
 def _stsm(d32, d16, cta, addr, num, trans, size, regs):  # pragma: no cover - numba
+    bad = _first_bad_row(cta, addr, num, size)
+    if bad >= 0:
+        return bad
     n = addr.shape[0]
-    for i in range(n):
-        c = cta[i]
-        if c < 0:
-            continue
-        for r in range(8 * num):
-            a = addr[i, r]
-            if (a & 15) != 0 or a < 0 or a + 16 > size:
-                return i * 32 + r
     for i in range(n):
         c = cta[i]
         if c < 0:

@@ -43,23 +43,31 @@ def __expf(x, *, fast_math: bool = False) -> np.ndarray:
     return sfu.ex2_approx_f32(fp32.mul(x, _c(x, _LOG2E), ftz=fast_math), ftz=fast_math)
 
 
-def expf(x, *, fast_math: bool = False) -> np.ndarray:
+def expf(x, *, fast_math: bool = False, ftz: bool | None = None) -> np.ndarray:
     """``expf(x)``. fast: same as ``__expf``. default (range reduction to 2^j * 2^r)::
 
         FFMA.SAT t, x, 0x3bbb989d, 0.5 ; FFMA.RM t, t, 252, 12582913 ; FADD j, t, -12583039
         SHF.L s, t, 23 ; FFMA r, x, 1.4426950216, -j ; FFMA r, x, 1.925963033e-08, r
         MUFU.EX2 r, r ; FMUL out, s, r
+
+    ``ftz`` (default: ``fast_math``) is ``-ftz=true`` without fast math, as cupy's NVRTC compiles: the same
+    sequence with every FFMA/FADD/FMUL .FTZ, the first FFMA.SAT split into ``FFMA.FTZ t, x, c, 0.5 ;
+    FADD.FTZ.SAT t, RZ, t`` (the same value: x c + 0.5 is never subnormal). The final FMUL.FTZ flushes the
+    subnormal results (x below about -87.34) to +0.
     """
     x = _x(x)
     if fast_math:
         return __expf(x, fast_math=True)
-    t = fp32.fma(x, _c(x, 0x3BBB989D), _c(x, 0x3F000000), sat=True)
+    z = bool(ftz)
+    t = fp32.fma(x, _c(x, 0x3BBB989D), _c(x, 0x3F000000), sat=True, ftz=z)
+    # FFMA.RM{.FTZ}: t is 0 or at least 2^-25 and the result about 2^23, so .ftz cannot act here (and
+    # fp32.fma does not model .ftz with a directed rounding)
     t = fp32.fma(t, _c(x, 0x437C0000), _c(x, 0x4B400001), rnd="rm")
-    j = fp32.add(t, _c(x, 0xCB40007F))
+    j = fp32.add(t, _c(x, 0xCB40007F), ftz=z)
     s = (t << np.uint32(23)).astype(np.uint32)  # the integer in t's low bits becomes an exponent field
-    r = fp32.fma(x, _c(x, _LOG2E), j ^ np.uint32(0x80000000))
-    r = fp32.fma(x, _c(x, 0x32A57060), r)
-    return fp32.mul(s, sfu.mufu_ex2(r))
+    r = fp32.fma(x, _c(x, _LOG2E), j ^ np.uint32(0x80000000), ftz=z)
+    r = fp32.fma(x, _c(x, 0x32A57060), r, ftz=z)
+    return fp32.mul(s, sfu.mufu_ex2(r), ftz=z)
 
 
 def __logf(x, *, fast_math: bool = False) -> np.ndarray:

@@ -51,7 +51,7 @@ from numba.core.extending import intrinsic
 from flashsim.errors import bad_argument
 from flashsim.numerics.formats import BF16, F16, F32, INF, ZERO, FloatFormat, decode, round_exact
 
-__all__ = ["MODELS", "MmaModel", "mma", "mma_m16n8k16", "mma_m16n8k8"]
+__all__ = ["MODELS", "MmaModel", "gemm", "mma", "mma_m16n8k16", "mma_m16n8k8"]
 
 ATYPES = types.MappingProxyType({"f16": F16, "bf16": BF16})
 CTYPES = types.MappingProxyType({"f32": F32, "f16": F16})
@@ -542,3 +542,30 @@ def mma_m16n8k16(a, b, c, *, atype: str, ctype: str, arch: str = "sm_90", model:
 def mma_m16n8k8(a, b, c, *, atype: str, ctype: str, arch: str = "sm_90", model: MmaModel | None = None) -> np.ndarray:
     """mma.sync.aligned.m16n8k8.row.col: (..., 16, 8) A, (..., 8, 8) B, (..., 16, 8) C -> D (c's dtype)."""
     return mma(a, b, c, k=8, atype=atype, ctype=ctype, arch=arch, model=model)
+
+
+def gemm(a, b, c, *, atype: str, arch: str = "sm_90") -> np.ndarray:
+    """C + A @ B as warps compute it with mma.m16n8k16 and f32 accumulators: for each 16-wide slice of K in
+    increasing order, one mma per 16x8 tile of C (the order of the tiles within a slice does not change any
+    bit: each element of D depends only on its own row of A, column of B and C).
+
+    a: (..., M, K) uint16 patterns, b: (..., K, N) uint16, c: (..., M, N) uint32 f32 patterns; M % 16,
+    N % 8 and K % 16 == 0. Returns D (..., M, N) uint32.
+    """
+    a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
+    if a.ndim < 2 or b.ndim != a.ndim or c.ndim != a.ndim:
+        raise bad_argument("a", a.shape, "a, b and c need the same rank >= 2: (..., M, K), (..., K, N), (..., M, N)")
+    *batch, m, k = a.shape
+    n = b.shape[-1]
+    if b.shape[-2] != k or c.shape[-2:] != (m, n) or tuple(b.shape[:-2]) != tuple(batch) or tuple(c.shape[:-2]) != tuple(batch):
+        raise bad_argument("b", b.shape, f"shapes do not chain: a {a.shape}, b {b.shape}, c {c.shape}")
+    if m % 16 or n % 8 or k % 16:
+        raise bad_argument("a", a.shape, f"need M % 16, N % 8, K % 16 == 0 (M={m}, N={n}, K={k})")
+    bt = (*batch, m // 16, n // 8)
+    d = np.ascontiguousarray(c.reshape(*batch, m // 16, 16, n // 8, 8).swapaxes(-3, -2))
+    for k0 in range(0, k, 16):
+        at = a[..., k0:k0 + 16].reshape(*batch, m // 16, 1, 16, 16)
+        btile = b[..., k0:k0 + 16, :].reshape(*batch, 16, n // 8, 8).swapaxes(-3, -2)[..., None, :, :, :]
+        d = mma(np.broadcast_to(at, (*bt, 16, 16)), np.broadcast_to(btile, (*bt, 16, 8)), d, k=16, atype=atype,
+                ctype="f32", arch=arch)
+    return np.ascontiguousarray(d.swapaxes(-3, -2)).reshape(*batch, m, n)

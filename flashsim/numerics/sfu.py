@@ -350,6 +350,19 @@ def rcp_rn_f32(x) -> np.ndarray:
     return np.where(np.isnan(r), _NAN, out).astype(np.uint32)
 
 
+def rcp_rn_ftz_f32(x) -> np.ndarray:
+    """``rcp.rn.ftz.f32`` (``1.0f / x`` under ``-ftz=true`` without fast math): a subnormal x reads as a zero
+    of its sign (result +-Inf); a result that is tiny after rounding to 24 bits with an unbounded exponent,
+    which for a reciprocal means |x| > 2^126, is flushed to a zero of its sign; otherwise ``rcp_rn_f32``."""
+    x = as_bits(x, F32, "x")
+    sign = x & np.uint32(0x80000000)
+    mag = x & np.uint32(0x7FFFFFFF)
+    xf = np.where(mag < np.uint32(0x00800000), sign, x).astype(np.uint32)
+    r = rcp_rn_f32(xf)
+    tiny = (mag > np.uint32(0x7E800000)) & (mag <= np.uint32(0x7F800000))  # 2^126 < |x| <= Inf
+    return np.where(tiny, sign, r).astype(np.uint32)
+
+
 def div_rn_f32(a, b) -> np.ndarray:
     """``div.rn.f32``: IEEE division, round to nearest even, subnormals kept (see rcp_rn_f32)."""
     a, b = as_bits(a, F32, "a"), as_bits(b, F32, "b")

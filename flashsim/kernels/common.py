@@ -1,0 +1,111 @@
+"""Pieces the f32-accumulating twins (kernel1, fa2) share: the quad layout of an mma accumulator row, the
+16-bit conversions, f32 constants and the CTA-batch driver that streams a grid through a twin.
+
+Accumulator rows and quads: in an m16n8k16 f32 accumulator the four lanes of a quad (t = lane % 4) hold
+one row; lane t holds columns 8n + 2t + j (n-tile n, register j) and walks them in the order
+(n = 0, j = 0), (0, 1), (1, 0), ... A row of N values is therefore seen as (4, N / 4): ``quad_split``
+puts each lane's values in its register order and ``quad_merge`` undoes it.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence
+
+import numpy as np
+
+from flashsim.errors import bad_argument
+from flashsim.numerics import cvt
+
+SIGN = np.uint32(0x80000000)
+NEG_INF = np.uint32(0xFF800000)
+POS_INF = np.uint32(0x7F800000)
+ZERO = np.uint32(0)
+
+#: the cvt that turns an f32 accumulator into the kernel's 16-bit element type
+_NARROW = {"float16": "cvt.rn.f16.f32", "bfloat16": "cvt.rn.bf16.f32"}
+_WIDEN = {"float16": "cvt.f32.f16", "bfloat16": "cvt.f32.bf16"}
+MMA_TYPE = {"float16": "f16", "bfloat16": "bf16"}
+
+
+def f32(value: float | np.float32, shape=()) -> np.ndarray:
+    """An array of ``shape`` filled with the f32 bit pattern of ``value``."""
+    return np.full(shape, np.float32(value).view(np.uint32), np.uint32)
+
+
+def bits(value) -> np.uint32:
+    """The f32 bit pattern of a float32 scalar."""
+    return np.float32(value).view(np.uint32)
+
+
+def quad_split(x: np.ndarray) -> np.ndarray:
+    """(..., N) accumulator row -> (..., 4, N // 4): lane t's values in its register order."""
+    n = x.shape[-1]
+    if n % 8:
+        raise bad_argument("x", x.shape, "an accumulator row has a multiple of 8 columns")
+    # column 8n + 2t + j -> (n, t, j) -> (t, n, j)
+    y = x.reshape(*x.shape[:-1], n // 8, 4, 2)
+    return np.ascontiguousarray(np.moveaxis(y, -2, -3)).reshape(*x.shape[:-1], 4, n // 4)
+
+
+def quad_merge(x: np.ndarray) -> np.ndarray:
+    """Inverse of ``quad_split``: (..., 4, N // 4) -> (..., N)."""
+    n4 = x.shape[-1]
+    y = x.reshape(*x.shape[:-2], 4, n4 // 2, 2)
+    return np.ascontiguousarray(np.moveaxis(y, -3, -2)).reshape(*x.shape[:-2], 4 * n4)
+
+
+XOR = {m: np.arange(4) ^ m for m in (1, 2)}  # __shfl_xor_sync partners within a quad
+
+
+def narrow(x32: np.ndarray, dtype: str) -> np.ndarray:
+    """f32 -> the kernel's 16-bit type, round to nearest even (cvt.rn.{f16,bf16}x2.f32 per half)."""
+    return cvt.cvt(_NARROW[dtype], x32)
+
+
+def widen(x16: np.ndarray, dtype: str) -> np.ndarray:
+    return cvt.cvt(_WIDEN[dtype], x16)
+
+
+def default_workers() -> int:
+    """Threads for the CTA batches: the machine's cores (``FLASHSIM_THREADS`` overrides)."""
+    env = os.environ.get("FLASHSIM_THREADS")
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise bad_argument("FLASHSIM_THREADS", env, "expected a positive integer") from None
+        if n < 1:
+            raise bad_argument("FLASHSIM_THREADS", env, "expected a positive integer")
+        return n
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def run_batches(fn: Callable[[np.ndarray], None], ctas: Sequence[int] | np.ndarray, batch: int,
+                workers: int | None = None, progress: Callable[[int, int], None] | None = None) -> None:
+    """Call ``fn(cta_indices)`` on consecutive batches of ``ctas``, ``workers`` batches at a time.
+
+    ``fn`` writes its results itself (into disjoint parts of the outputs), so memory stays at about
+    ``workers`` batches whatever the grid. The numeric kernels release the GIL, so threads share the cores.
+    ``progress(done, total)`` is called after each batch.
+    """
+    ctas = np.asarray(ctas)
+    if not isinstance(batch, (int, np.integer)) or batch < 1:
+        raise bad_argument("batch", batch, "expected a positive number of CTAs per batch")
+    workers = default_workers() if workers is None else workers
+    chunks = [ctas[i:i + batch] for i in range(0, ctas.size, batch)]
+    done = 0
+    if workers <= 1 or len(chunks) <= 1:
+        for c in chunks:
+            fn(c)
+            done += c.size
+            if progress:
+                progress(done, ctas.size)
+        return
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for c, fut in zip(chunks, [pool.submit(fn, c) for c in chunks]):
+            fut.result()
+            done += c.size
+            if progress:
+                progress(done, ctas.size)

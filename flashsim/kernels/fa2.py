@@ -1,0 +1,292 @@
+"""Twin of gpu/kernels/fa2.cu (seed 000's FlashAttention-2 forward): the same floating-point instructions in
+the same order on the same values, for a batch of CTAs at once.
+
+The SASS below is what nvcc 13.0 emits for fa2.cu with ``--use_fast_math`` for sm_90 (read with
+``cuobjdump -sass``); every f32 instruction is .FTZ.
+
+- S = Q K^T: mma.m16n8k16 f32 chained over the 16-wide slices of the (zero-padded) head dim, from +0.
+- softcap: ``FMUL.FTZ s, s, softcap ; MUFU.TANH`` (tanh.approx.f32).
+- masks: ``FSEL s, s, -INF`` where the column is past seqlen_k or outside the window.
+- row max: FMNMX.FTZ over the lane's values in register order (starting from the running max after the
+  first step), then with the lanes xor 2 and xor 1.
+- ``max_scaled``: ``FSETP.NEU.FTZ m, -INF ; FMUL.FTZ m, scale_log2 ; FSEL .., RZ``.
+- rescale (after the first step): ``cur = (Check_inf && m == -inf) ? 0 : m``; ``FADD.FTZ -cur + prev ;
+  FMUL.FTZ scale_log2 ; MUFU.EX2``; O *= c (FMUL.FTZ); the running sum's ``l *= c`` is contracted into the
+  first add: ``FFMA.FTZ l, c, l, P0``, then FADD.FTZ for the other values in register order.
+- ``P = exp2f(S * scale_log2 - max_scaled)``: ``FFMA.FTZ t, s, scale_log2, -max_scaled ; MUFU.EX2``
+  (ex2.approx.ftz.f32); P -> 16 bits: F2FP (cvt.rn pairs); O += P V: mma f32 over the 16-key slices.
+- normalize: the sum over the quad (FADD.FTZ with xor 2, then xor 1); ``FSETP.NE.FTZ sum, 0`` (a zero or
+  NaN sum is an empty row: inv = 1, lse = +inf); ``inv = MUFU.RCP sum`` (rcp.approx.ftz.f32); ``lse =
+  FFMA.FTZ m, scale_softmax, FMUL.FTZ(MUFU.LG2 sum, ln 2)``; O *= inv (FMUL.FTZ); O -> 16 bits (F2FP).
+
+CTAs that share the grid's m_block share the KV range, masks and step count; a batch may mix m_blocks: each
+CTA carries its own n_block per step and leaves the batch when its range is done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from flashsim.errors import bad_argument
+from flashsim.kernels.common import (MMA_TYPE, NEG_INF, POS_INF, SIGN, XOR, ZERO, bits, narrow, quad_merge,
+                                     quad_split, run_batches)
+from flashsim.numerics import fp32, sfu
+from flashsim.numerics.mma import gemm
+
+BLOCK_M = 128
+#: head dim of the instance -> kBlockN (hdim 128: seed 000's 128 x 32; hdim 64: 128 x 64)
+BLOCK_N = {64: 64, 128: 32}
+DTYPES = ("float16", "bfloat16")
+_LN2 = np.uint32(0x3F317218)  # 0.69314718246459960938, the constant of __logf
+
+
+def kernel_headdim(headdim: int) -> int:
+    """The instance that runs a (padded) head dim: 64 up to 64, else 128."""
+    if headdim <= 64:
+        return 64
+    if headdim <= 128:
+        return 128
+    raise bad_argument("headdim", headdim, "kernel 'fa2' is built for head dims up to 128 (instances 64 and 128)")
+
+
+def smem_layout(rows: int, headdim: int):
+    """The smem layout of sQ/sK/sV (seed 000): tile_to_shape(Swizzle<3,3,3> o (8,64):(64,1), (rows, headdim))."""
+    from flashsim.layout import ComposedLayout, Layout, S, Swizzle, make_layout, tile_to_shape
+
+    atom = ComposedLayout(Swizzle(3, 3, 3), 0, make_layout((S(8), S(64)), (S(64), S(1))))
+    return tile_to_shape(atom, (S(rows), S(headdim)))
+
+
+def smem_offset(r, c, rows: int) -> np.ndarray:
+    """The element offset fa2.cu's ``smem_off<rows>(r, c)`` computes (equal to ``smem_layout``)."""
+    r, c = np.asarray(r), np.asarray(c)
+    x = 512 * (r // 8 + (rows // 8) * (c // 64)) + 64 * (r % 8) + c % 64
+    return x ^ ((x >> 3) & 0x38)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The launch: shapes, flags and the float32 scalars fa2.cu receives."""
+
+    batch: int
+    heads: int
+    heads_k: int
+    seqlen_q: int
+    seqlen_k: int
+    headdim: int          # the kernel instance's kHeadDim (inputs are zero-padded to it)
+    dtype: str
+    scale_softmax: np.float32
+    scale_softmax_log2: np.float32
+    softcap: np.float32   # softmax_scale / cap, 0 when off
+    window_left: int
+    window_right: int
+    is_causal: bool
+    is_local: bool
+
+    @property
+    def block_n(self) -> int:
+        return BLOCK_N[self.headdim]
+
+    @property
+    def m_blocks(self) -> int:
+        return -(-self.seqlen_q // BLOCK_M)
+
+    @property
+    def even_mn(self) -> bool:
+        return self.seqlen_q % BLOCK_M == 0 and self.seqlen_k % self.block_n == 0
+
+    def n_block_range(self, m_block) -> tuple[np.ndarray, np.ndarray]:
+        """(n_block_min, n_block_max) of each m_block, with C++ integer division (truncation toward 0)."""
+        m_block = np.asarray(m_block, np.int64)
+        bn = self.block_n
+        if self.is_local:
+            lo = np.maximum(0, _cdiv_trunc(m_block * BLOCK_M + self.seqlen_k - self.seqlen_q - self.window_left, bn))
+        else:
+            lo = np.zeros_like(m_block)
+        hi = np.full_like(m_block, _cdiv_trunc(self.seqlen_k + bn - 1, bn))
+        if self.is_causal or self.is_local:
+            hi = np.minimum(hi, _cdiv_trunc((m_block + 1) * BLOCK_M + self.seqlen_k - self.seqlen_q
+                                            + self.window_right + bn - 1, bn))
+        return lo, hi
+
+    @property
+    def n_masking_steps(self) -> int:
+        if not self.is_causal and not self.is_local:
+            return 1
+        steps = -(-BLOCK_M // self.block_n)
+        return steps if self.even_mn else steps + 1
+
+
+def _cdiv_trunc(a, b):
+    """C++ ``a / b`` for ints (truncation toward zero)."""
+    a = np.asarray(a, np.int64)
+    q = np.abs(a) // b
+    return np.where(a < 0, -q, q)
+
+
+def problem_from_args(args) -> Problem:
+    left, right = args.params_window_size
+    return Problem(batch=args.batch, heads=args.heads, heads_k=args.heads_k, seqlen_q=args.seqlen_q,
+                   seqlen_k=args.seqlen_k, headdim=kernel_headdim(args.headdim_padded), dtype=args.dtype,
+                   scale_softmax=np.float32(args.params_scale_softmax),
+                   scale_softmax_log2=np.float32(args.params_scale_softmax_log2),
+                   softcap=np.float32(args.params_softcap), window_left=int(left), window_right=int(right),
+                   is_causal=bool(args.is_causal), is_local=bool(args.is_local))
+
+
+def _f(value, shape):
+    return np.full(shape, bits(value), np.uint32)
+
+
+def _ctas(pb: Problem, q, k, v, o, lse, idx):
+    """Run the CTAs ``idx`` (linear over (m_block, head, batch), m_block fastest) to completion."""
+    d, bn, mt = pb.headdim, pb.block_n, MMA_TYPE[pb.dtype]
+    m_block = idx % pb.m_blocks
+    head = (idx // pb.m_blocks) % pb.heads
+    bidb = idx // (pb.m_blocks * pb.heads)
+    head_k = head // (pb.heads // pb.heads_k)
+    lo, hi = pb.n_block_range(m_block)
+    g = idx.size
+    rows = m_block[:, None] * BLOCK_M + np.arange(BLOCK_M)[None, :]                   # (g, 128)
+    row_ok = rows < pb.seqlen_q
+    empty = hi <= lo if (pb.is_causal or pb.is_local or not pb.even_mn) else np.zeros(g, bool)
+
+    # sQ: rows past seqlen_q are zero-filled
+    qt = np.zeros((g, BLOCK_M, d), np.uint16)
+    rr = np.minimum(rows, pb.seqlen_q - 1)
+    qt[:] = np.where(row_ok[..., None], q[bidb[:, None], rr, head[:, None], :], 0)
+
+    acc_o = np.zeros((g, BLOCK_M, d), np.uint32)
+    row_max = np.zeros((g, BLOCK_M, 4), np.uint32)
+    row_sum = np.zeros((g, BLOCK_M, 4), np.uint32)
+    scale_log2 = bits(pb.scale_softmax_log2)
+    live = ~empty
+    n_block = hi - 1
+    cols = np.arange(bn)
+    steps = int(np.max(np.where(live, hi - lo, 0), initial=0))
+    for step in range(steps):
+        act = np.nonzero(live & (n_block >= lo))[0]
+        if act.size == 0:
+            break
+        nb = n_block[act]
+        masking = step < pb.n_masking_steps
+        first = step == 0
+        # K, V blocks (rows past seqlen_k zero-filled)
+        keys = nb[:, None] * bn + cols[None, :]                                         # (a, bn)
+        key_ok = keys < pb.seqlen_k
+        kk = np.minimum(keys, pb.seqlen_k - 1)
+        kb = np.where(key_ok[..., None], k[bidb[act, None], kk, head_k[act, None], :], 0).astype(np.uint16)
+        vb = np.where(key_ok[..., None], v[bidb[act, None], kk, head_k[act, None], :], 0).astype(np.uint16)
+        s = gemm(qt[act], np.ascontiguousarray(kb.transpose(0, 2, 1)), np.zeros((act.size, BLOCK_M, bn), np.uint32),
+                 atype=mt)
+        if pb.softcap > 0:
+            s = sfu.tanh_approx_f32(fp32.mul(s, _f(pb.softcap, s.shape), ftz=True))
+        if (masking and (pb.is_causal or pb.is_local or not pb.even_mn)) or (not masking and pb.is_local):
+            r = rows[act][:, :, None]
+            c = keys[:, None, :]
+            right = np.full(r.shape, pb.seqlen_k, np.int64)
+            left = np.zeros(r.shape, np.int64)
+            if pb.is_causal or pb.is_local:
+                if pb.is_causal or pb.window_right >= 0:
+                    right = np.minimum(pb.seqlen_k, r + 1 + pb.seqlen_k - pb.seqlen_q + pb.window_right)
+                if pb.is_local and pb.window_left >= 0:
+                    left = np.maximum(0, r + pb.seqlen_k - pb.seqlen_q - pb.window_left)
+            s = np.where((c >= right) | (c < left), NEG_INF, s).astype(np.uint32)
+        sv = quad_split(s)                                                              # (a, 128, 4, bn/4)
+        n_v = sv.shape[-1]
+        prev = row_max[act]
+        mx = sv[..., 0] if first else fp32.fmax(prev, np.ascontiguousarray(sv[..., 0]), ftz=True)
+        for c_ in range(1, n_v):
+            mx = fp32.fmax(mx, np.ascontiguousarray(sv[..., c_]), ftz=True)
+        for x in (2, 1):
+            mx = fp32.fmax(mx, mx[..., XOR[x]], ftz=True)
+        scale = np.full(mx.shape, scale_log2, np.uint32)
+        if not first:
+            check_inf = (pb.is_causal or pb.is_local) if masking else pb.is_local
+            cur = np.where(mx == NEG_INF, ZERO, mx).astype(np.uint32) if check_inf else mx
+            c = sfu.ex2_approx_f32(fp32.mul(fp32.add(prev, cur ^ SIGN, ftz=True), scale, ftz=True), ftz=True)
+            acc_o[act] = fp32.mul(acc_o[act], np.repeat(c[..., :1], d, axis=-1), ftz=True)
+        max_scaled = np.where(mx == NEG_INF, ZERO, fp32.mul(mx, scale, ftz=True)).astype(np.uint32)
+        p = sfu.ex2_approx_f32(fp32.fma(sv, np.full(sv.shape, scale_log2, np.uint32),
+                                        np.broadcast_to((max_scaled ^ SIGN)[..., None], sv.shape).copy(), ftz=True),
+                               ftz=True)
+        if first:
+            sm = fp32.add(np.ascontiguousarray(p[..., 0]), np.ascontiguousarray(p[..., 1]), ftz=True)
+        else:
+            sm = fp32.fma(c, row_sum[act], np.ascontiguousarray(p[..., 0]), ftz=True)
+            sm = fp32.add(sm, np.ascontiguousarray(p[..., 1]), ftz=True)
+        for c_ in range(2, n_v):
+            sm = fp32.add(sm, np.ascontiguousarray(p[..., c_]), ftz=True)
+        row_max[act] = mx
+        row_sum[act] = sm
+        acc_o[act] = gemm(narrow(quad_merge(p), pb.dtype), vb, acc_o[act], atype=mt)
+        n_block[act] -= 1
+
+    # normalize_softmax_lse
+    sm = row_sum
+    for x in (2, 1):
+        sm = fp32.add(sm, sm[..., XOR[x]], ftz=True)
+    sm = np.ascontiguousarray(sm[..., 0])
+    ftz_zero = (sm & np.uint32(0x7F800000)) == 0                                         # zero or subnormal
+    is_nan = ((sm & np.uint32(0x7F800000)) == np.uint32(0x7F800000)) & ((sm & np.uint32(0x7FFFFF)) != 0)
+    empty_row = ftz_zero | is_nan
+    inv = np.where(empty_row, bits(1.0), sfu.rcp_approx_f32(sm, ftz=True)).astype(np.uint32)
+    logs = fp32.mul(sfu.lg2_approx_f32(sm, ftz=True), np.full(sm.shape, _LN2, np.uint32), ftz=True)
+    lse_v = fp32.fma(np.ascontiguousarray(row_max[..., 0]), _f(pb.scale_softmax, sm.shape), logs, ftz=True)
+    lse_v = np.where(empty_row, POS_INF, lse_v).astype(np.uint32)
+    out = narrow(fp32.mul(acc_o, np.repeat(inv[..., None], d, axis=-1), ftz=True), pb.dtype)
+    # empty CTAs: O = 0, lse = +inf
+    out[empty] = 0
+    lse_v[empty] = POS_INF
+    sel = np.nonzero(row_ok)
+    o[bidb[sel[0]], rows[sel], head[sel[0]], :] = out[sel]
+    lse[bidb[sel[0]], head[sel[0]], rows[sel]] = lse_v[sel]
+
+
+def forward(pb: Problem, q, k, v, *, batch: int | None = None, workers: int | None = None, progress=None):
+    """O (uint16, q's shape) and LSE (uint32 f32 patterns, (batch, heads, seqlen_q)) for q (batch, seqlen_q,
+    heads, headdim) and k, v (batch, seqlen_k, heads_k, headdim) as 16-bit patterns, headdim == the
+    instance's kHeadDim (zero-padded)."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if np.asarray(x).dtype != np.uint16 or np.asarray(x).ndim != 4 or x.shape[-1] != pb.headdim:
+            raise bad_argument(name, getattr(x, "shape", x), f"expected uint16 patterns (batch, seqlen, heads, {pb.headdim})")
+    o = np.zeros(q.shape, np.uint16)
+    lse = np.zeros((pb.batch, pb.heads, pb.seqlen_q), np.uint32)
+    n_ctas = pb.m_blocks * pb.heads * pb.batch
+    # about 8 KV steps of 128 x kBlockN scores per CTA in flight: keep a batch near 64 CTAs
+    run_batches(lambda idx: _ctas(pb, q, k, v, o, lse, idx), np.arange(n_ctas), batch or 64, workers, progress)
+    return o, lse
+
+
+def check(q, k, v, softmax_scale=None, kernel: str = "fa2", **kw):
+    """flash_attn_func's checks plus the instance limits (head dim up to 128). Returns the AttentionArgs."""
+    from flashsim.attention import check_args
+
+    args = check_args(q, k, v, softmax_scale=softmax_scale, **kw)
+    kernel_headdim(args.headdim_padded)
+    return args
+
+
+def pad_inputs(args, q, k, v):
+    """16-bit patterns zero-padded to the instance's head dim (what FA2's predicated copy leaves in smem)."""
+    d = kernel_headdim(args.headdim_padded)
+    out = []
+    for x in (q, k, v):
+        x = np.ascontiguousarray(np.asarray(x)).view(np.uint16)
+        if x.shape[-1] != d:
+            x = np.concatenate([x, np.zeros((*x.shape[:-1], d - x.shape[-1]), np.uint16)], axis=-1)
+        out.append(x)
+    return out
+
+
+def run(q, k, v, softmax_scale=None, *, kernel: str = "fa2", workers: int | None = None, progress=None, **kw):
+    """The twin with flash_attn_func's conventions: returns (out with q's dtype and shape, lse float32)."""
+    args = check(q, k, v, softmax_scale, kernel, **kw)
+    pb = problem_from_args(args)
+    qp, kp, vp = pad_inputs(args, q, k, v)
+    if args.seqlen_k == 0:  # mha_fwd: no launch; out 0, lse +inf
+        return np.zeros(args.q_shape, args.np_dtype), np.full(args.lse_shape, np.inf, np.float32)
+    o, lse = forward(pb, qp, kp, vp, workers=workers, progress=progress)
+    return np.ascontiguousarray(o[..., :args.headdim]).view(args.np_dtype), lse.view(np.float32)

@@ -1,0 +1,116 @@
+"""Twin of gpu/kernels/kernel1.cu (seed 002's "Kernel 1"): the same floating-point instructions in the same
+order on the same values, for a batch of CTAs at once.
+
+Each step names the SASS nvcc 13.0 emits for it (sm_90, -ftz=true as cupy's NVRTC compiles; read with
+``cuobjdump -sass``):
+
+- S = Q K^T: mma.m16n8k16 f32, chained over the eight 16-wide slices of d from +0 (``mma.gemm``).
+- ``S *= scale``: FMUL.FTZ.
+- row max: FMNMX.FTZ from the running m over the lane's 16 values in register order, then with the
+  lanes xor 1 and xor 2 (SHFL.BFLY).
+- ``c = expf(m - m_new)``: FADD.FTZ then expf's accurate sequence, all .FTZ (``cuda_math.expf(ftz=True)``).
+- ``l *= c; l += P...``: the multiply is contracted into the first add: FFMA.FTZ l, c, l, P0, then
+  FADD.FTZ for the lane's 15 other values in register order.
+- ``O *= c``: FMUL.FTZ; ``P = expf(S - m_new)``: FADD.FTZ + expf; P -> 16 bits: F2FP (cvt.rn pairs).
+- O += P V: mma f32 chained over the four 16-key slices.
+- epilogue: l + shfl_xor(l, 1), then + shfl_xor(l, 2) (FADD.FTZ); ``1.0f / l``: rcp.rn.ftz.f32;
+  ``O *= inv``: FMUL.FTZ; O -> 16 bits (F2FP).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flashsim.errors import bad_argument
+from flashsim.kernels.common import (MMA_TYPE, NEG_INF, SIGN, XOR, f32, narrow, quad_merge, quad_split,
+                                     run_batches)
+from flashsim.numerics import cuda_math, fp32, sfu
+from flashsim.numerics.mma import gemm
+
+B_R = B_C = 64
+D_HEAD = 128
+DTYPES = ("float16", "bfloat16")
+
+
+def check(q, k, v, softmax_scale=None, kernel: str = "kernel1"):
+    """flash_attn_func's checks plus seed 002's configuration: fp16/bf16, d_head 128, seqlen_q == seqlen_k,
+    seqlen % 64, no GQA/MQA. Returns the AttentionArgs; each failure names its precondition."""
+    from flashsim.attention import check_args
+
+    args = check_args(q, k, v, softmax_scale=softmax_scale)
+    if args.headdim != D_HEAD:
+        raise bad_argument("q.shape", q.shape, f"kernel {kernel!r} is built for headdim {D_HEAD} only (d_head = 128)")
+    if args.seqlen_q != args.seqlen_k:
+        raise bad_argument("k.shape", k.shape, f"kernel {kernel!r} needs seqlen_q == seqlen_k "
+                                               f"({args.seqlen_q} != {args.seqlen_k})")
+    if args.seqlen_q % B_R:
+        raise bad_argument("q.shape", q.shape, f"kernel {kernel!r} needs seqlen % {B_R} == 0 (B_r = B_c = 64)")
+    if args.heads_k != args.heads:
+        raise bad_argument("k.shape", k.shape,
+                           f"kernel {kernel!r} needs as many kv heads as query heads ({args.heads}): no GQA/MQA")
+    return args
+
+
+def _ctas(q, k, v, o, scale_bits, dtype, idx):
+    """CTAs ``idx`` of the grid (q_block fastest, then head, then batch)."""
+    b, n, h, d = q.shape
+    nq = n // B_R
+    qb, head, sample = idx % nq, (idx // nq) % h, idx // (nq * h)
+    g = idx.size
+    rows = qb[:, None] * B_R + np.arange(B_R)[None, :]                          # (g, 64)
+    qt = q[sample[:, None], rows, head[:, None], :]                             # (g, 64, 128)
+    mt = MMA_TYPE[dtype]
+    acc = np.zeros((g, B_R, D_HEAD), np.uint32)
+    m = np.full((g, B_R, 4), NEG_INF, np.uint32)
+    l = np.zeros((g, B_R, 4), np.uint32)
+    scale = f32(0, (g, B_R, B_C)) + scale_bits
+    for j in range(n // B_C):
+        kj = k[sample, j * B_C:(j + 1) * B_C, :, :][np.arange(g), :, head, :]      # (g, 64, 128)
+        vj = v[sample, j * B_C:(j + 1) * B_C, :, :][np.arange(g), :, head, :]
+        s = gemm(qt, np.ascontiguousarray(kj.transpose(0, 2, 1)), np.zeros((g, B_R, B_C), np.uint32), atype=mt)
+        s = quad_split(fp32.mul(s, scale, ftz=True))                            # (g, 64, 4, 16)
+        m_new = m
+        for c in range(s.shape[-1]):
+            m_new = fp32.fmax(m_new, s[..., c], ftz=True)
+        for x in (1, 2):
+            m_new = fp32.fmax(m_new, m_new[..., XOR[x]], ftz=True)
+        c_ = cuda_math.expf(fp32.add(m, m_new ^ SIGN, ftz=True), ftz=True)        # (g, 64, 4): equal over the quad
+        acc = fp32.mul(acc, np.repeat(c_[..., :1], D_HEAD, axis=-1), ftz=True)
+        p = cuda_math.expf(fp32.add(s, np.broadcast_to((m_new ^ SIGN)[..., None], s.shape).copy(), ftz=True), ftz=True)
+        l = fp32.fma(c_, l, np.ascontiguousarray(p[..., 0]), ftz=True)
+        for c in range(1, p.shape[-1]):
+            l = fp32.add(l, np.ascontiguousarray(p[..., c]), ftz=True)
+        m = m_new
+        acc = gemm(narrow(quad_merge(p), dtype), vj, acc, atype=mt)
+    for x in (1, 2):
+        l = fp32.add(l, l[..., XOR[x]], ftz=True)
+    inv = sfu.rcp_rn_ftz_f32(np.ascontiguousarray(l[..., 0]))
+    acc = fp32.mul(acc, np.repeat(inv[..., None], D_HEAD, axis=-1), ftz=True)
+    o[sample[:, None], rows, head[:, None], :] = narrow(acc, dtype)
+
+
+def forward(q, k, v, softmax_scale, *, dtype: str = "float16", batch: int = 32, workers: int | None = None,
+            progress=None) -> np.ndarray:
+    """O for q, k, v (batch, seqlen, heads, 128) as 16-bit patterns (uint16) of ``dtype``, with
+    ``softmax_scale`` the float32 the kernel receives."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if np.asarray(x).dtype != np.uint16 or np.asarray(x).ndim != 4:
+            raise bad_argument(name, getattr(x, "shape", x), "expected uint16 bit patterns (batch, seqlen, heads, 128)")
+    if dtype not in DTYPES:
+        raise bad_argument("dtype", dtype, f"expected one of {DTYPES}")
+    b, n, h, d = q.shape
+    if d != D_HEAD or n % B_R or k.shape != q.shape or v.shape != q.shape:
+        raise bad_argument("q.shape", q.shape, "kernel1 needs q, k, v of one shape with d = 128 and seqlen % 64 == 0")
+    o = np.zeros_like(q)
+    scale_bits = np.float32(softmax_scale).view(np.uint32)
+    run_batches(lambda idx: _ctas(q, k, v, o, scale_bits, dtype, idx), np.arange(b * h * (n // B_R)), batch,
+                workers, progress)
+    return o
+
+
+def run(q, k, v, softmax_scale=None, *, kernel: str = "kernel1") -> np.ndarray:
+    """The twin with gpu.fa_kernels' conventions: (batch, seqlen, heads, 128) float16 or bfloat16 in and out."""
+    args = check(q, k, v, softmax_scale, kernel)
+    bits = [np.ascontiguousarray(np.asarray(x)).view(np.uint16) for x in (q, k, v)]
+    o = forward(*bits, np.float32(args.softmax_scale_f32), dtype=args.dtype)
+    return o.view(np.asarray(q).dtype)

@@ -1,0 +1,369 @@
+// fa2.cu: the FlashAttention-2 forward kernel of seed 000 (flash_fwd_kernel.h, compute_attn_1rowblock),
+// written out without CuTe: every copy, ldmatrix and mma of the CuTe version is an explicit instruction here.
+//
+// Kernel traits (seed 000, hdim 128): kBlockM = 128 query rows, kBlockN = 32 keys per step, 4 warps, each warp
+// owning rows 16w + 64m + (0..15) for m = 0, 1 (TiledMMA: 4 warps along M over SM80_16x8x16, 16 x kBlockN
+// per warp and m). The hdim-64 instance uses kBlockN = 64.
+// Tensors: q, o (batch, seqlen_q, heads, kHeadDim); k, v (batch, seqlen_k, heads_k, kHeadDim); lse
+// (batch, heads, seqlen_q) float32. Head dims below kHeadDim are zero-padded by the host, which gives the
+// shared memory the kernel with Is_even_K = false builds with its zero-filling predicated copy.
+// Grid (ceil(seqlen_q / kBlockM), heads, batch), 128 threads, dynamic smem (kBlockM + 2 kBlockN) kHeadDim
+// 16-bit elements (48 KiB for hdim 128).
+//
+// Shared memory: sQ (kBlockM x kHeadDim), sK and sV (kBlockN x kHeadDim), each tile_to_shape of the atom
+// Swizzle<3,3,3> o (8, 64):(64, 1): element (r, c) sits at swz(512 (r/8 + rows/8 (c/64)) + 64 (r%8) + c%64)
+// with swz(x) = x ^ ((x >> 3) & 0x38), i.e. its 16-byte chunk c%64/8 is xored with r%8
+// (flashsim.kernels.fa2.smem_layout builds the same layout with flashsim.layout). sO reuses sQ.
+//
+// GMEM -> SMEM: cp.async.cg 16 bytes, thread layout 16 x 8 (thread t: row t/8 + 16i, columns
+// 8(t%8) + 64j). Rows past the sequence end are zero-filled with a 16-byte store (FA2: Clear_OOB_MN for
+// K and V; for Q too here, so that no row of the tile holds stale data).
+// SMEM -> RF: ldmatrix.x4 for Q (A) and K (B), ldmatrix.x4.trans for V (B of P V).
+//
+// The KV loop runs backwards from n_block_max - 1 to n_block_min (FA2's order): the first
+// n_masking_steps blocks (1 without causal/local masks, else ceil(kBlockM / kBlockN) [+1 when the
+// seqlens are not multiples of the blocks]) are masked; after them, only a local window masks. Each
+// step: wait for K; start V's copy; S = Q K^T (mma, f32, from zero); softcap (tanh.approx); mask (-inf);
+// wait for V; start the next K's copy; softmax_rescale_o; P -> 16 bits; O += P V (mma, f32).
+// softmax_rescale_o (softmax.h), per row, Check_inf = causal || local in the masked steps, local after:
+//   first step: m = max(row); max_scaled = m == -inf ? 0 : m * scale_log2;
+//               P = exp2f(S * scale_log2 - max_scaled); l = sum(P) (the lane's values in order)
+//   later:      m_prev = m; m = max(m, row); cur = (Check_inf && m == -inf) ? 0 : m;
+//               c = exp2f((m_prev - cur) * scale_log2); l *= c; O *= c; P and l += sum(P) as above
+// row maxima are reduced over the quad (__shfl_xor 2, then 1); sums stay per lane until the end.
+// normalize_softmax_lse: l summed over the quad (xor 2, then 1); l == 0 or NaN -> inv = 1, lse = +inf;
+// else inv = 1 / l, lse = m * scale_softmax + __logf(l). O *= inv; O -> 16 bits; RF -> sO (32-bit stores);
+// __syncthreads; sO -> GMEM 16 bytes per thread (rows < seqlen_q); lse by the lane with column 0 of its quad.
+// A CTA whose KV range is empty (causal/local) writes O = 0 and lse = +inf for its rows.
+//
+// Built with --use_fast_math (FA2's flags): exp2f is ex2.approx.ftz.f32, __logf is lg2.approx.ftz.f32 *
+// ln 2, 1.f / l is MUFU.RCP, all f32 arithmetic .FTZ. The twin is flashsim/kernels/fa2.py.
+
+#include "trace_tags.cuh"
+#include "warp_ops.cuh"
+
+namespace fa2 {
+
+constexpr int kBlockM = 128, kNThreads = 128;  // 4 warps
+
+struct Params {
+    const unsigned short* __restrict__ q;
+    const unsigned short* __restrict__ k;
+    const unsigned short* __restrict__ v;
+    unsigned short* __restrict__ o;
+    float* __restrict__ lse;
+    int seqlen_q, seqlen_k, heads, heads_k;
+    float scale_softmax, scale_softmax_log2, softcap;  // softcap: softmax_scale / cap, 0 when off
+    int window_left, window_right;                     // -1: unbounded (causal is (-1, 0))
+    int is_causal, is_local;
+};
+
+__device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }  // C++ truncation, as cute
+
+// Swizzle<3,3,3> over tile_to_shape((8, 64):(64, 1), (rows, kHeadDim)): see the header.
+template <int kRows>
+__device__ __forceinline__ int smem_off(int r, int c) {
+    const int x = 512 * (r / 8 + (kRows / 8) * (c / 64)) + 64 * (r % 8) + c % 64;
+    return x ^ ((x >> 3) & 0x38);
+}
+
+// GMEM (row stride ld) -> SMEM tile of kRows x kHeadDim with the 16 x 8 thread layout; rows >= valid_rows
+// are zero-filled. Issues cp.async only: the caller fences and waits.
+template <int kRows, int kHeadDim>
+__device__ __forceinline__ void copy_tile(unsigned short* s, const unsigned short* g, long long ld, int valid_rows,
+                                          int tid) {
+#pragma unroll
+    for (int i = 0; i < kRows / 16; ++i) {
+#pragma unroll
+        for (int j = 0; j < kHeadDim / 64; ++j) {
+            const int r = tid / 8 + 16 * i, c = (tid % 8) * 8 + 64 * j;
+            unsigned short* dst = s + smem_off<kRows>(r, c);
+            if (r < valid_rows) {
+                wops::cp_async_16(dst, g + r * ld + c);
+            } else {
+                *reinterpret_cast<uint4*>(dst) = uint4{0u, 0u, 0u, 0u};
+            }
+        }
+    }
+}
+
+template <int kHeadDim, int kBlockN, bool kBF16>
+__device__ __forceinline__ void forward(const Params& p) {
+    constexpr int kNT = kBlockN / 8;      // n-tiles of S per warp and m
+    constexpr int kKS = kHeadDim / 16;    // k-slices of Q K^T
+    constexpr int kKP = kBlockN / 16;     // k-slices of P V
+    constexpr int kDT = kHeadDim / 8;     // n-tiles of O per warp and m
+    const float kNegInf = -__int_as_float(0x7f800000);
+
+    extern __shared__ __align__(16) unsigned char smem[];
+    unsigned short* sQ = reinterpret_cast<unsigned short*>(smem);
+    unsigned short* sK = sQ + kBlockM * kHeadDim;
+    unsigned short* sV = sK + kBlockN * kHeadDim;
+
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int g = lane / 4, t = lane % 4;
+    const int m_block = blockIdx.x, head = blockIdx.y, bidb = blockIdx.z;
+    const int head_k = head / (p.heads / p.heads_k);
+    const long long q_row = (long long)p.heads * kHeadDim, k_row = (long long)p.heads_k * kHeadDim;
+    const unsigned short* gQ = p.q + ((long long)bidb * p.seqlen_q + (long long)m_block * kBlockM) * q_row + head * kHeadDim;
+    const unsigned short* gK = p.k + (long long)bidb * p.seqlen_k * k_row + head_k * kHeadDim;
+    const unsigned short* gV = p.v + (long long)bidb * p.seqlen_k * k_row + head_k * kHeadDim;
+    unsigned short* gO = p.o + ((long long)bidb * p.seqlen_q + (long long)m_block * kBlockM) * q_row + head * kHeadDim;
+    float* gLSE = p.lse + ((long long)bidb * p.heads + head) * p.seqlen_q + (long long)m_block * kBlockM;
+    const int rows_left = p.seqlen_q - m_block * kBlockM;
+
+    const bool even_mn = p.seqlen_q % kBlockM == 0 && p.seqlen_k % kBlockN == 0;
+    const int n_block_min = !p.is_local ? 0
+        : max(0, (m_block * kBlockM + p.seqlen_k - p.seqlen_q - p.window_left) / kBlockN);
+    int n_block_max = ceil_div(p.seqlen_k, kBlockN);
+    if (p.is_causal || p.is_local) {
+        n_block_max = min(n_block_max,
+                          ceil_div((m_block + 1) * kBlockM + p.seqlen_k - p.seqlen_q + p.window_right, kBlockN));
+    }
+
+    if ((p.is_causal || p.is_local || !even_mn) && n_block_max <= n_block_min) {
+        FS_TAG(empty);
+#pragma unroll
+        for (int i = 0; i < kBlockM / 16; ++i) {
+#pragma unroll
+            for (int j = 0; j < kHeadDim / 64; ++j) {
+                const int r = tid / 8 + 16 * i, c = (tid % 8) * 8 + 64 * j;
+                if (r < rows_left) *reinterpret_cast<uint4*>(gO + r * q_row + c) = uint4{0u, 0u, 0u, 0u};
+            }
+        }
+        if (tid < kBlockM && tid < rows_left) gLSE[tid] = __int_as_float(0x7f800000);
+        return;
+    }
+
+    // Prologue: Q and the last K block in flight.
+    FS_TAG(load_q);
+    copy_tile<kBlockM, kHeadDim>(sQ, gQ, q_row, rows_left, tid);
+    int n_block = n_block_max - 1;
+    FS_TAG(load_k);
+    copy_tile<kBlockN, kHeadDim>(sK, gK + (long long)n_block * kBlockN * k_row, k_row, p.seqlen_k - n_block * kBlockN, tid);
+    wops::cp_async_fence();
+
+    float acc_o[2][kDT][4];
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int n = 0; n < kDT; ++n) acc_o[m][n][0] = acc_o[m][n][1] = acc_o[m][n][2] = acc_o[m][n][3] = 0.0f;
+    float row_max[2][2], row_sum[2][2];  // [m][i]: row 16 warp + 64 m + g + 8 i
+
+    const int n_masking_steps = (!p.is_causal && !p.is_local) ? 1
+        : (even_mn ? ceil_div(kBlockM, kBlockN) : ceil_div(kBlockM, kBlockN) + 1);
+    const int row_base = m_block * kBlockM + warp * 16 + g;
+
+    for (int step = 0; n_block >= n_block_min; ++step, --n_block) {
+        const bool masking = step < n_masking_steps;
+        const bool is_first = step == 0;
+        float acc_s[2][kNT][4];
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+            for (int n = 0; n < kNT; ++n) acc_s[m][n][0] = acc_s[m][n][1] = acc_s[m][n][2] = acc_s[m][n][3] = 0.0f;
+        wops::cp_async_wait_all();
+        __syncthreads();
+        FS_TAG(load_v);
+        copy_tile<kBlockN, kHeadDim>(sV, gV + (long long)n_block * kBlockN * k_row, k_row,
+                                     p.seqlen_k - n_block * kBlockN, tid);
+        wops::cp_async_fence();
+
+        FS_TAG(mma_qk);
+#pragma unroll
+        for (int ks = 0; ks < kKS; ++ks) {
+            unsigned qf[2][4];
+#pragma unroll
+            for (int m = 0; m < 2; ++m)
+                wops::ldmatrix_x4(qf[m], sQ + smem_off<kBlockM>(warp * 16 + m * 64 + lane % 16, ks * 16 + (lane / 16) * 8));
+#pragma unroll
+            for (int n = 0; n < kNT; n += 2) {
+                unsigned kf[4];
+                wops::ldmatrix_x4(kf, sK + smem_off<kBlockN>(n * 8 + lane % 8 + (lane / 16) * 8, ks * 16 + ((lane / 8) % 2) * 8));
+#pragma unroll
+                for (int m = 0; m < 2; ++m) {
+                    wops::mma_f32<kBF16>(acc_s[m][n], qf[m], kf[0], kf[1]);
+                    wops::mma_f32<kBF16>(acc_s[m][n + 1], qf[m], kf[2], kf[3]);
+                }
+            }
+        }
+
+        FS_TAG(mask);
+        if (p.softcap > 0.0f) {
+#pragma unroll
+            for (int m = 0; m < 2; ++m)
+#pragma unroll
+                for (int n = 0; n < kNT; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc_s[m][n][e] = wops::tanh_approx(acc_s[m][n][e] * p.softcap);
+        }
+        if ((masking && (p.is_causal || p.is_local || !even_mn)) || (!masking && p.is_local)) {
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    const int row = row_base + m * 64 + i * 8;
+                    int right = p.seqlen_k, left = 0;
+                    if (p.is_causal || p.is_local) {
+                        if (p.is_causal || p.window_right >= 0)
+                            right = min(p.seqlen_k, row + 1 + p.seqlen_k - p.seqlen_q + p.window_right);
+                        if (p.is_local && p.window_left >= 0)
+                            left = max(0, row + p.seqlen_k - p.seqlen_q - p.window_left);
+                    }
+#pragma unroll
+                    for (int n = 0; n < kNT; ++n) {
+#pragma unroll
+                        for (int j = 0; j < 2; ++j) {
+                            const int col = n_block * kBlockN + n * 8 + 2 * t + j;
+                            if (col >= right || col < left) acc_s[m][n][2 * i + j] = kNegInf;
+                        }
+                    }
+                }
+            }
+        }
+
+        wops::cp_async_wait_all();
+        __syncthreads();
+        if (n_block > n_block_min) {
+            FS_TAG(load_k);
+            copy_tile<kBlockN, kHeadDim>(sK, gK + (long long)(n_block - 1) * kBlockN * k_row, k_row, kBlockN, tid);
+            wops::cp_async_fence();
+        }
+
+        FS_TAG(softmax);
+        const bool check_inf = masking ? (p.is_causal || p.is_local) : p.is_local;
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const float prev = row_max[m][i];
+                float mx = is_first ? acc_s[m][0][2 * i] : fmaxf(row_max[m][i], acc_s[m][0][2 * i]);
+                mx = fmaxf(mx, acc_s[m][0][2 * i + 1]);
+#pragma unroll
+                for (int n = 1; n < kNT; ++n) {
+                    mx = fmaxf(mx, acc_s[m][n][2 * i]);
+                    mx = fmaxf(mx, acc_s[m][n][2 * i + 1]);
+                }
+                mx = fmaxf(mx, wops::shfl_xor(mx, 2));
+                mx = fmaxf(mx, wops::shfl_xor(mx, 1));
+                row_max[m][i] = mx;
+                if (!is_first) {
+                    const float cur = !check_inf ? mx : (mx == kNegInf ? 0.0f : mx);
+                    const float c = exp2f((prev - cur) * p.scale_softmax_log2);
+                    row_sum[m][i] *= c;
+#pragma unroll
+                    for (int n = 0; n < kDT; ++n) {
+                        acc_o[m][n][2 * i] *= c;
+                        acc_o[m][n][2 * i + 1] *= c;
+                    }
+                }
+                const float max_scaled = mx == kNegInf ? 0.0f : mx * p.scale_softmax_log2;
+#pragma unroll
+                for (int n = 0; n < kNT; ++n) {
+                    acc_s[m][n][2 * i] = exp2f(acc_s[m][n][2 * i] * p.scale_softmax_log2 - max_scaled);
+                    acc_s[m][n][2 * i + 1] = exp2f(acc_s[m][n][2 * i + 1] * p.scale_softmax_log2 - max_scaled);
+                }
+                float sum = is_first ? acc_s[m][0][2 * i] : row_sum[m][i] + acc_s[m][0][2 * i];
+                sum = sum + acc_s[m][0][2 * i + 1];
+#pragma unroll
+                for (int n = 1; n < kNT; ++n) {
+                    sum = sum + acc_s[m][n][2 * i];
+                    sum = sum + acc_s[m][n][2 * i + 1];
+                }
+                row_sum[m][i] = sum;
+            }
+        }
+
+        FS_TAG(mma_pv);
+#pragma unroll
+        for (int ks = 0; ks < kKP; ++ks) {
+            unsigned pf[2][4];
+#pragma unroll
+            for (int m = 0; m < 2; ++m) {
+                pf[m][0] = wops::cvt_pair<kBF16>(acc_s[m][2 * ks][0], acc_s[m][2 * ks][1]);
+                pf[m][1] = wops::cvt_pair<kBF16>(acc_s[m][2 * ks][2], acc_s[m][2 * ks][3]);
+                pf[m][2] = wops::cvt_pair<kBF16>(acc_s[m][2 * ks + 1][0], acc_s[m][2 * ks + 1][1]);
+                pf[m][3] = wops::cvt_pair<kBF16>(acc_s[m][2 * ks + 1][2], acc_s[m][2 * ks + 1][3]);
+            }
+#pragma unroll
+            for (int n = 0; n < kDT; n += 2) {
+                unsigned vf[4];
+                wops::ldmatrix_x4_trans(vf, sV + smem_off<kBlockN>(ks * 16 + lane % 16, n * 8 + (lane / 16) * 8));
+#pragma unroll
+                for (int m = 0; m < 2; ++m) {
+                    wops::mma_f32<kBF16>(acc_o[m][n], pf[m], vf[0], vf[1]);
+                    wops::mma_f32<kBF16>(acc_o[m][n + 1], pf[m], vf[2], vf[3]);
+                }
+            }
+        }
+    }
+
+    // Epilogue: normalize_softmax_lse, then O through sO (= sQ) to GMEM.
+    FS_TAG(normalize);
+    float lse[2][2];
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            float sum = row_sum[m][i];
+            sum = sum + wops::shfl_xor(sum, 2);
+            sum = sum + wops::shfl_xor(sum, 1);
+            const bool empty = sum == 0.0f || sum != sum;
+            const float inv = empty ? 1.0f : 1.0f / sum;
+            lse[m][i] = empty ? __int_as_float(0x7f800000) : row_max[m][i] * p.scale_softmax + __logf(sum);
+#pragma unroll
+            for (int n = 0; n < kDT; ++n) {
+                acc_o[m][n][2 * i] *= inv;
+                acc_o[m][n][2 * i + 1] *= inv;
+            }
+        }
+    }
+    FS_TAG(store_o);
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+#pragma unroll
+        for (int n = 0; n < kDT; ++n) {
+            const int r = warp * 16 + m * 64 + g, c = n * 8 + 2 * t;
+            *reinterpret_cast<unsigned*>(sQ + smem_off<kBlockM>(r, c)) = wops::cvt_pair<kBF16>(acc_o[m][n][0], acc_o[m][n][1]);
+            *reinterpret_cast<unsigned*>(sQ + smem_off<kBlockM>(r + 8, c)) = wops::cvt_pair<kBF16>(acc_o[m][n][2], acc_o[m][n][3]);
+        }
+    }
+    if (t == 0) {
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int r = warp * 16 + m * 64 + g + 8 * i;
+                if (r < rows_left) gLSE[r] = lse[m][i];
+            }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kBlockM / 16; ++i) {
+#pragma unroll
+        for (int j = 0; j < kHeadDim / 64; ++j) {
+            const int r = tid / 8 + 16 * i, c = (tid % 8) * 8 + 64 * j;
+            if (r < rows_left)
+                *reinterpret_cast<uint4*>(gO + r * q_row + c) = *reinterpret_cast<const uint4*>(sQ + smem_off<kBlockM>(r, c));
+        }
+    }
+}
+
+}  // namespace fa2
+
+// Scalars are passed one by one (cupy's RawKernel takes no structs).
+#define FA2_KERNEL(name, hdim, block_n, bf16)                                                                   \
+    extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
+    name(const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* o,          \
+         float* lse, int seqlen_q, int seqlen_k, int heads, int heads_k, float scale_softmax,                  \
+         float scale_softmax_log2, float softcap, int window_left, int window_right, int is_causal,             \
+         int is_local) {                                                                                        \
+        const fa2::Params p{q, k, v, o, lse, seqlen_q, seqlen_k, heads, heads_k, scale_softmax,                 \
+                            scale_softmax_log2, softcap, window_left, window_right, is_causal, is_local};      \
+        fa2::forward<hdim, block_n, bf16>(p);                                                                   \
+    }
+
+FA2_KERNEL(fa2_hdim128_f16, 128, 32, false)
+FA2_KERNEL(fa2_hdim128_bf16, 128, 32, true)
+FA2_KERNEL(fa2_hdim64_f16, 64, 64, false)
+FA2_KERNEL(fa2_hdim64_bf16, 64, 64, true)

@@ -106,3 +106,15 @@ def mma_tiles(draw, atype: str = "f16", ctype: str = "f32", k: int = 16, *, spre
     b = draw(bit_arrays(af, (batch, k, 8), **a_kw))
     c = draw(bit_arrays(cf, (batch, 16, 8), **c_kw))
     return a, b, c
+
+
+def fa_cases(kernel: str):
+    """Random FlashAttention problems in ``kernel``'s domain (``flashsim.kernels.problems``): every parameter
+    is drawn by hypothesis, so a failing problem shrinks toward small shapes, no masks and normal values."""
+    from flashsim.kernels.problems import draw_params, make_case
+
+    @st.composite
+    def _case(draw):
+        return make_case(draw_params(lambda name, options: draw(st.sampled_from(list(options))), kernel))
+
+    return _case()

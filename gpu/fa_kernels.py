@@ -1,7 +1,9 @@
-"""Host wrappers for the FlashAttention CUDA kernels in gpu/kernels/ (v5, v6 of seed 001): numpy in and out.
+"""Host wrappers for the FlashAttention CUDA kernels in gpu/kernels/: numpy in and out.
 
-``run_fa`` checks the arguments and the kernel's preconditions (``flashsim.kernels.fa_v5.check``, shared with the twin)
-preconditions before touching cupy, so every argument error is testable without a GPU.
+v5, v6 (seed 001, fa_v5.cu), kernel1 (seed 002, kernel1.cu) and fa2 (seed 000, fa2.cu). ``run_kernel`` runs
+any of them and returns (out, lse or None); ``run_fa`` is the v5/v6/kernel1 form that returns out only. Each
+checks the arguments and the kernel's preconditions with the twin's own check (``flashsim.kernels.*.check``)
+before touching cupy, so every argument error is testable without a GPU.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from flashsim.kernels import fa_v5
+from flashsim.kernels import fa2 as fa2_twin
+from flashsim.kernels import fa_v5, kernel1 as kernel1_twin
 from flashsim.errors import bad_argument
 from gpu import runtime
 
-__all__ = ["FA_KERNELS", "FaKernel", "fa_smem_bytes", "run_fa"]
+__all__ = ["FA_KERNELS", "FaKernel", "Prepared", "fa_smem_bytes", "prepare", "run_fa", "run_kernel"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,10 @@ FA_KERNELS: dict[str, FaKernel] = {
     # tile sizes and preconditions live with the twin (flashsim.kernels.fa_v5), which checks for both
     "v5": FaKernel("fa_v5.cu", "fa_v5", threads=128, rows_per_cta=fa_v5.ROWS_PER_CTA),
     "v6": FaKernel("fa_v5.cu", "fa_v6", threads=128, rows_per_cta=fa_v5.ROWS_PER_CTA),
+    # seed 002: B_r = B_c = 64, d = 128; the function name gets the dtype (kernel1_f16, kernel1_bf16)
+    "kernel1": FaKernel("kernel1.cu", "kernel1", threads=128, rows_per_cta=kernel1_twin.B_R),
+    # seed 000: built with FA2's --use_fast_math; fa2_hdim{64,128}_{f16,bf16}
+    "fa2": FaKernel("fa2.cu", "fa2", threads=128, rows_per_cta=fa2_twin.BLOCK_M, options=("--use_fast_math",)),
 }
 
 _MD_F_BYTES = 8  # struct {float m, d}
@@ -48,44 +55,131 @@ def fa_smem_bytes(headdim: int) -> int:
     return 2 * halves + 3 * 64 * _MD_F_BYTES
 
 
-def _check(kernel: str, q: Any, k: Any, v: Any, softmax_scale: Any):
+def _check(kernel: str, q: Any, k: Any, v: Any, softmax_scale: Any, **kw):
     if not isinstance(kernel, str) or kernel not in FA_KERNELS:
         raise bad_argument("kernel", kernel, f"expected one of {sorted(FA_KERNELS)}")
-    spec = FA_KERNELS[kernel]
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, np.ndarray):
-            raise bad_argument(name, type(x).__name__, "expected a numpy float16 array (batch, seqlen, heads, headdim)")
-    args = fa_v5.check(kernel, q, k, v, softmax_scale)
-    return spec, args
+            raise bad_argument(name, type(x).__name__, "expected a numpy array (batch, seqlen, heads, headdim)")
+    if kernel == "fa2":
+        return fa2_twin.check(q, k, v, softmax_scale, kernel, **kw)
+    if kw.get("causal") or tuple(kw.get("window_size", (-1, -1))) != (-1, -1) or kw.get("softcap", 0.0):
+        raise NotImplementedError(f"kernel {kernel!r} does not model masks or softcap")
+    if kernel == "kernel1":
+        return kernel1_twin.check(q, k, v, softmax_scale, kernel)
+    return fa_v5.check(kernel, q, k, v, softmax_scale)
 
 
-def run_fa(kernel: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, softmax_scale: float | None = None) -> np.ndarray:
-    """FlashAttention forward with the CUDA kernel ``kernel`` ("v5" or "v6"); returns out as numpy float16.
+def function_names(kernel: str) -> list[str]:
+    """The ``extern "C"`` entry points a kernel's wrapper launches."""
+    spec = FA_KERNELS[kernel]
+    if kernel == "kernel1":
+        return [f"kernel1_{t}" for t in ("f16", "bf16")]
+    if kernel == "fa2":
+        return [f"fa2_hdim{d}_{t}" for d in sorted(fa2_twin.BLOCK_N) for t in ("f16", "bf16")]
+    return [spec.function]
 
-    q (batch, seqlen_q, heads, d), k and v (batch, seqlen_k, heads, d), float16. The scale defaults to
-    d^-0.5 and is passed to the kernel as float32. The kernels use (batch, heads, seqlen, d), so the inputs
-    are transposed on the host.
-    """
-    spec, args = _check(kernel, q, k, v, softmax_scale)
+
+def _suffix(dtype: str) -> str:
+    return {"float16": "f16", "bfloat16": "bf16"}[dtype]
+
+
+_K1_SMEM = 3 * kernel1_twin.B_R * kernel1_twin.D_HEAD * 2  # s_Q, s_K, s_V: 48 KiB
+
+
+def fa2_smem_bytes(headdim: int) -> int:
+    """Dynamic smem of fa2: sQ (128 x d) and sK, sV (kBlockN x d), 16-bit."""
+    return 2 * headdim * (fa2_twin.BLOCK_M + 2 * fa2_twin.BLOCK_N[headdim])
+
+
+@dataclass
+class Prepared:
+    """A kernel launch with its inputs on the device: ``launch()`` enqueues it (no sync, for timing);
+    ``result()`` synchronises and returns (out, lse or None) as numpy in flash_attn_func's layout."""
+
+    func: Any
+    grid: tuple
+    threads: int
+    params: tuple
+    smem: int
+    fetch: Any
+    reset: Any = None  # clears outputs a kernel accumulates into (v5/v6 read O back)
+
+    def launch(self):
+        if self.reset is not None:
+            self.reset()
+        self.func(self.grid, (self.threads,), self.params, shared_mem=self.smem)
+
+    def result(self):
+        if self.reset is not None:
+            self.reset()
+        runtime.launch(self.func, self.grid, self.threads, self.params, shared_mem=self.smem)
+        return self.fetch()
+
+
+def prepare(kernel: str, q, k, v, softmax_scale=None, **kw) -> Prepared:
+    """Check the arguments (before any cupy call), copy the inputs to the device and build the launch."""
+    args = _check(kernel, q, k, v, softmax_scale, **kw)
+    spec = FA_KERNELS[kernel]
+    if kernel == "fa2":
+        if args.seqlen_k == 0:
+            raise bad_argument("k.shape", k.shape, "seqlen_k == 0: flash_attn_func launches no kernel (out 0, lse +inf)")
+        pb = fa2_twin.problem_from_args(args)
+        cupy = runtime.require_gpu()
+        d_q, d_k, d_v = (cupy.asarray(x) for x in fa2_twin.pad_inputs(args, q, k, v))
+        d_o = cupy.zeros_like(d_q)
+        d_lse = cupy.zeros(args.lse_shape, cupy.float32)
+        func = runtime.get_kernel(spec.file, f"fa2_hdim{pb.headdim}_{_suffix(pb.dtype)}", options=spec.options)
+        smem = fa2_smem_bytes(pb.headdim)
+        if smem > _DEFAULT_SMEM:
+            func.max_dynamic_shared_size_bytes = smem
+        params = (d_q, d_k, d_v, d_o, d_lse, np.int32(pb.seqlen_q), np.int32(pb.seqlen_k), np.int32(pb.heads),
+                  np.int32(pb.heads_k), np.float32(pb.scale_softmax), np.float32(pb.scale_softmax_log2),
+                  np.float32(pb.softcap), np.int32(pb.window_left), np.int32(pb.window_right),
+                  np.int32(pb.is_causal), np.int32(pb.is_local))
+
+        def fetch():
+            out = np.ascontiguousarray(cupy.asnumpy(d_o)[..., :args.headdim]).view(args.np_dtype)
+            return out, cupy.asnumpy(d_lse)
+
+        return Prepared(func, (pb.m_blocks, pb.heads, pb.batch), spec.threads, params, smem, fetch)
     cupy = runtime.require_gpu()
+    if kernel == "kernel1":
+        func = runtime.get_kernel(spec.file, f"{spec.function}_{_suffix(args.dtype)}", options=spec.options)
+        d_q, d_k, d_v = (cupy.asarray(np.ascontiguousarray(x).view(np.uint16)) for x in (q, k, v))
+        d_o = cupy.zeros_like(d_q)
+        params = (d_q, d_k, d_v, d_o, np.int32(args.seqlen_q), np.int32(args.heads), np.float32(args.softmax_scale_f32))
+        return Prepared(func, (args.seqlen_q // spec.rows_per_cta, args.heads, args.batch), spec.threads, params,
+                        _K1_SMEM, lambda: (cupy.asnumpy(d_o).view(q.dtype), None))
+    # v5 / v6: (batch, heads, seqlen, d) on the device
     func = runtime.get_kernel(spec.file, spec.function, options=spec.options)
     smem = fa_smem_bytes(args.headdim)
     if smem > _DEFAULT_SMEM:
         func.max_dynamic_shared_size_bytes = smem
-
-    def to_dev(x: np.ndarray):
-        return cupy.asarray(np.ascontiguousarray(np.swapaxes(x, 1, 2)).view(np.uint16))
-
-    d_q, d_k, d_v = to_dev(q), to_dev(k), to_dev(v)
+    d_q, d_k, d_v = (cupy.asarray(np.ascontiguousarray(np.swapaxes(x, 1, 2)).view(np.uint16)) for x in (q, k, v))
     d_o = cupy.zeros_like(d_q)  # the kernel reads O back at every KV step: it must start at +0
-    grid = (args.seqlen_q // spec.rows_per_cta, args.heads, args.batch)
-    runtime.launch(
-        func,
-        grid,
-        spec.threads,
-        (d_q, d_k, d_v, d_o, np.int32(args.seqlen_q), np.int32(args.seqlen_k), np.int32(args.headdim),
-         np.float32(args.softmax_scale_f32)),
-        shared_mem=smem,
-    )
-    out = cupy.asnumpy(d_o).view(np.float16)
-    return np.ascontiguousarray(np.swapaxes(out, 1, 2))
+
+    def fetch():
+        out = cupy.asnumpy(d_o).view(np.float16)
+        return np.ascontiguousarray(np.swapaxes(out, 1, 2)), None
+
+    params = (d_q, d_k, d_v, d_o, np.int32(args.seqlen_q), np.int32(args.seqlen_k), np.int32(args.headdim),
+              np.float32(args.softmax_scale_f32))
+    return Prepared(func, (args.seqlen_q // spec.rows_per_cta, args.heads, args.batch), spec.threads, params, smem,
+                    fetch, reset=lambda: d_o.fill(0))
+
+
+def run_kernel(kernel: str, q, k, v, softmax_scale=None, **kw):
+    """Any kernel of FA_KERNELS on numpy inputs (batch, seqlen, heads, headdim): (out, lse) for fa2, (out,
+    None) for the others (which take no masks). fa2 with seqlen_k == 0 returns out 0 and lse +inf without a
+    launch, as flash_attn_func does."""
+    if kernel == "fa2":
+        args = _check(kernel, q, k, v, softmax_scale, **kw)
+        if args.seqlen_k == 0:
+            return np.zeros(args.q_shape, args.np_dtype), np.full(args.lse_shape, np.inf, np.float32)
+    return prepare(kernel, q, k, v, softmax_scale, **kw).result()
+
+
+def run_fa(kernel: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, softmax_scale: float | None = None) -> np.ndarray:
+    """The out of ``run_kernel`` for the kernels without masks (v5, v6, kernel1)."""
+    return run_kernel(kernel, q, k, v, softmax_scale)[0]

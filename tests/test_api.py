@@ -6,7 +6,7 @@ import pytest
 
 from flashsim import ArgumentError
 from flashsim.api import flash_attn_func
-from flashsim.kernels import fa_v5
+from flashsim.kernels import fa2, fa_v5, kernel1
 
 
 def _qkv(seed=0, s=64, h=2, d=32, dtype=np.float16):
@@ -25,8 +25,11 @@ def test_v5_and_v6_run_through_the_twin():
 
 
 @pytest.mark.parametrize("kw,match", [
-    (dict(kernel="fa2"), "kernel 'fa2' is not built yet"),
-    (dict(kernel="kernel1"), "kernel 'kernel1' is not built yet"),
+    (dict(kernel="kernel1", causal=True), "kernel 'kernel1' does not model causal or local masks"),
+    (dict(kernel="kernel1", softcap=5.0), "kernel 'kernel1' does not model softcap"),
+    (dict(kernel="v5", return_attn_probs=True), "kernel 'v5' writes no softmax LSE"),
+    (dict(kernel="fa2", alibi_slopes=np.ones(2, np.float32)), "alibi"),
+    (dict(kernel="fa2", dropout_p=0.1), "dropout"),
     (dict(kernel="v5", causal=True), "does not model causal or local masks"),
     (dict(kernel="v5", window_size=(8, 8)), "does not model causal or local masks"),
     (dict(kernel="v5", softcap=30.0), "does not model softcap"),
@@ -53,9 +56,51 @@ def test_bf16_gqa_and_bad_arguments():
         flash_attn_func(*_qkv(s=32), kernel="v5")
 
 
+def test_fa2_returns_out_and_lse_like_flash_attn():
+    q, k, v = _qkv(s=70, d=40)
+    out = flash_attn_func(q, k, v, causal=True)
+    out2, lse, dmask = flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    assert dmask is None and lse.dtype == np.float32 and lse.shape == (1, 2, 70)
+    assert out.shape == q.shape and np.array_equal(out.view(np.uint16), out2.view(np.uint16))
+    ref_out, ref_lse = fa2.run(q, k, v, causal=True)
+    assert np.array_equal(out.view(np.uint16), ref_out.view(np.uint16)) and np.array_equal(lse, ref_lse)
+
+
+def test_kernel1_runs_and_checks_its_preconditions():
+    q, k, v = _qkv(s=64, h=1, d=128, dtype=ml_dtypes.bfloat16)
+    out = flash_attn_func(q, k, v, kernel="kernel1")
+    assert out.dtype == ml_dtypes.bfloat16 and np.array_equal(out.view(np.uint16), kernel1.run(q, k, v).view(np.uint16))
+    with pytest.raises(ArgumentError, match="headdim 128 only"):
+        flash_attn_func(*_qkv(s=64, d=64), kernel="kernel1")
+    with pytest.raises(ArgumentError, match="seqlen % 64"):
+        flash_attn_func(*_qkv(s=96, d=128), kernel="kernel1")
+    q, k, v = _qkv(s=64, d=128)
+    with pytest.raises(ArgumentError, match="seqlen_q == seqlen_k"):
+        flash_attn_func(q, np.concatenate([k, k], 1), np.concatenate([v, v], 1), kernel="kernel1")
+
+
+def test_fa2_refuses_head_dims_above_its_instances():
+    with pytest.raises(ArgumentError, match="head dims up to 128"):
+        flash_attn_func(*_qkv(s=8, d=136))
+
+
+def test_torch_inputs_give_torch_outputs():
+    torch = pytest.importorskip("torch")
+    q, k, v = _qkv(s=33, d=24)
+    tq, tk, tv = (torch.from_numpy(x.view(np.int16)).view(torch.float16) for x in (q, k, v))
+    out, lse, _ = flash_attn_func(tq, tk, tv, return_attn_probs=True)
+    ref, ref_lse = fa2.run(q, k, v)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.float16
+    assert np.array_equal(out.view(torch.int16).numpy().view(np.uint16), ref.view(np.uint16))
+    assert np.array_equal(lse.numpy(), ref_lse)
+
+
 @pytest.mark.gpu
 def test_gpu_backend_equals_the_sim_backend():
     q, k, v = _qkv(seed=3, s=128, d=64)
+    out, lse, _ = flash_attn_func(q, k, v, causal=True, backend="gpu", return_attn_probs=True)
+    sim, sim_lse, _ = flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    assert np.array_equal(out.view(np.uint16), sim.view(np.uint16)) and np.array_equal(lse.view(np.uint32), sim_lse.view(np.uint32))
     for kernel in ("v5", "v6"):
         gpu = flash_attn_func(q, k, v, kernel=kernel, backend="gpu")
         sim = flash_attn_func(q, k, v, kernel=kernel, backend="sim")

@@ -207,7 +207,6 @@ def test_bad_scalars(kwargs, match):
 @pytest.mark.parametrize("kwargs, match", [
     (dict(dropout_p=0.1), r"^dropout is not modelled \(dropout_p=0\.1\)"),
     (dict(alibi_slopes=np.zeros(4, np.float32)), r"^alibi_slopes is not modelled"),
-    (dict(return_attn_probs=True), r"^return_attn_probs=True is not modelled"),
 ])
 def test_features_not_modelled(kwargs, match):
     with pytest.raises(NotImplementedError, match=match):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from flashsim.errors import ArgumentError, FlashsimError
-from gpu import probes, runtime
+from gpu import fa_kernels, probes, runtime
 from gpu.runtime import CompileError, GpuUnavailable
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,6 +56,9 @@ def _kernel_symbols(cubin: bytes) -> set[str]:
         ("probe_mma.cu", sorted(probes.MMA_KERNELS.values())),
         ("probe_f32.cu", [probes.f32_kernel_name(op) for op in probes.F32_OPS]),
         ("probe_cvt.cu", [probes.cvt_kernel_name(op) for op in probes.CVT_OPS]),
+        ("fa_v5.cu", fa_kernels.function_names("v5") + fa_kernels.function_names("v6")),
+        ("kernel1.cu", fa_kernels.function_names("kernel1")),
+        ("fa2.cu", fa_kernels.function_names("fa2")),
     ],
 )
 def test_every_host_wrapper_kernel_exists_in_the_cubin(file, kernels):

@@ -329,7 +329,7 @@ def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_
     """Check flash_attn_func's arguments as FA2 does and normalise them into an :class:`AttentionArgs`.
 
     Bad arguments raise ``ArgumentError`` (``name=<value!r>: why``); arguments FA2 accepts but flashsim does
-    not model (dropout, alibi_slopes, return_attn_probs=True) raise ``NotImplementedError`` naming them.
+    not model (dropout, alibi_slopes) raise ``NotImplementedError`` naming them.
     """
     # the tensors: dtype, rank, then one device and dtype for all three (mha_fwd's order)
     dtype = _dtype_name(q, "q")
@@ -390,9 +390,8 @@ def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_
     if alibi_slopes is not None:
         raise NotImplementedError("alibi_slopes is not modelled: flashsim simulates attention without "
                                   "ALiBi biases; pass alibi_slopes=None")
-    if return_attn_probs:
-        raise NotImplementedError("return_attn_probs=True is not modelled: flashsim does not return the "
-                                  "attention probabilities (S_dmask)")
+    # return_attn_probs=True asks for (out, softmax_lse, S_dmask): the LSE is modelled (by the kernels that
+    # write one); S_dmask, the dropout pattern, is returned as None since dropout is refused above
 
     # mha_fwd's window normalisation
     if left >= seqlen_k:

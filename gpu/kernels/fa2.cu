@@ -59,6 +59,8 @@ struct Params {
 };
 
 __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }  // C++ truncation, as cute
+__device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
+__device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 
 // Swizzle<3,3,3> over tile_to_shape((8, 64):(64, 1), (rows, kHeadDim)): see the header.
 template <int kRows>
@@ -114,10 +116,10 @@ __device__ __forceinline__ void forward(const Params& p) {
 
     const bool even_mn = p.seqlen_q % kBlockM == 0 && p.seqlen_k % kBlockN == 0;
     const int n_block_min = !p.is_local ? 0
-        : max(0, (m_block * kBlockM + p.seqlen_k - p.seqlen_q - p.window_left) / kBlockN);
+        : imax(0, (m_block * kBlockM + p.seqlen_k - p.seqlen_q - p.window_left) / kBlockN);
     int n_block_max = ceil_div(p.seqlen_k, kBlockN);
     if (p.is_causal || p.is_local) {
-        n_block_max = min(n_block_max,
+        n_block_max = imin(n_block_max,
                           ceil_div((m_block + 1) * kBlockM + p.seqlen_k - p.seqlen_q + p.window_right, kBlockN));
     }
 
@@ -206,9 +208,9 @@ __device__ __forceinline__ void forward(const Params& p) {
                     int right = p.seqlen_k, left = 0;
                     if (p.is_causal || p.is_local) {
                         if (p.is_causal || p.window_right >= 0)
-                            right = min(p.seqlen_k, row + 1 + p.seqlen_k - p.seqlen_q + p.window_right);
+                            right = imin(p.seqlen_k, row + 1 + p.seqlen_k - p.seqlen_q + p.window_right);
                         if (p.is_local && p.window_left >= 0)
-                            left = max(0, row + p.seqlen_k - p.seqlen_q - p.window_left);
+                            left = imax(0, row + p.seqlen_k - p.seqlen_q - p.window_left);
                     }
 #pragma unroll
                     for (int n = 0; n < kNT; ++n) {

@@ -1,0 +1,139 @@
+"""Random attention problems in each kernel's domain, for the differential tests, the validation run and
+``flashsim check``.
+
+``draw_params(pick, kernel)`` chooses every parameter through ``pick(name, options)``, so one definition
+serves a seeded numpy generator (``rng_pick``) and hypothesis (``flashsim.strategies.fa_cases``, which
+shrinks). ``make_case(params)`` builds the arrays. Value kinds:
+
+- ``normal``: N(0, 1) entries;
+- ``large``: q and k times 4 to 16 (logits in the hundreds: the max subtraction and exp2 underflow matter);
+- ``identical``: every key row equal (uniform attention) and every value row equal;
+- ``subnormal``: q, k, v scaled into the 16-bit format's subnormal range;
+- ``nan_inf``: one NaN in q, one +Inf in k and one -Inf in v (propagation as the hardware does it).
+Fully masked rows come from the masks: causal with seqlen_q > seqlen_k, and local windows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import ml_dtypes
+import numpy as np
+
+from flashsim.errors import bad_argument
+
+KERNELS = ("fa2", "kernel1", "v5", "v6")
+KINDS = ("normal", "large", "identical", "subnormal", "nan_inf")
+_NP = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+# scale that puts N(0, 1) entries into the subnormal range of each format (f16 below 2^-14, bf16 below 2^-126)
+_SUBNORMAL = {"float16": 2.0**-17, "bfloat16": 2.0**-129}
+
+Pick = Callable[[str, Any], Any]
+
+
+def rng_pick(rng: np.random.Generator) -> Pick:
+    """``pick`` over a numpy generator: a uniform choice among ``options`` (a sequence or a range)."""
+    def pick(name, options):
+        options = list(options)
+        return options[int(rng.integers(len(options)))]
+    return pick
+
+
+def draw_params(pick: Pick, kernel: str) -> dict:
+    """One problem's parameters (plain ints, floats, strings and tuples)."""
+    if kernel not in KERNELS:
+        raise bad_argument("kernel", kernel, f"expected one of {KERNELS}")
+    p: dict = {"kernel": kernel, "seed": pick("seed", range(2**16)), "kind": pick("kind", KINDS)}
+    p["batch"] = pick("batch", (1, 2))
+    if kernel == "fa2":
+        p["heads_k"] = pick("heads_k", (1, 2))
+        p["heads"] = p["heads_k"] * pick("group", (1, 2, 3))
+        p["seqlen_q"] = pick("seqlen_q", (1, 7, 64, 100, 128, 129, 200, 256, 300))
+        p["seqlen_k"] = pick("seqlen_k", (1, 5, 32, 33, 64, 100, 128, 160, 257, 300))
+        p["headdim"] = pick("headdim", (8, 20, 32, 40, 64, 72, 96, 100, 128))
+        p["dtype"] = pick("dtype", ("float16", "bfloat16"))
+        mask = pick("mask", ("none", "none", "causal", "local"))
+        p["causal"] = mask == "causal"
+        if mask == "local":
+            sk = p["seqlen_k"]
+            p["window_size"] = (pick("left", (-1, 0, min(3, sk - 1), sk // 2, sk - 1)),
+                                pick("right", (-1, 0, min(5, sk - 1), sk // 3)))
+        else:
+            p["window_size"] = (-1, -1)
+        p["softcap"] = pick("softcap", (0.0, 0.0, 0.0, 5.0, 30.0))
+    else:
+        p["heads"] = p["heads_k"] = pick("heads", (1, 2))
+        if kernel == "kernel1":
+            p["seqlen_q"] = p["seqlen_k"] = pick("seqlen", (64, 128, 192, 256))
+            p["headdim"] = 128
+            p["dtype"] = pick("dtype", ("float16", "bfloat16"))
+        else:
+            p["seqlen_q"] = pick("seqlen_q", (64, 128, 192))
+            p["seqlen_k"] = pick("seqlen_k", (16, 48, 64, 128, 192))
+            p["headdim"] = pick("headdim", (16, 32, 48, 64, 128))
+            p["dtype"] = "float16"
+        p["causal"], p["window_size"], p["softcap"] = False, (-1, -1), 0.0
+    p["softmax_scale"] = pick("softmax_scale", (None, None, 0.05, 0.3))
+    return p
+
+
+@dataclass
+class Case:
+    params: dict
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    kwargs: dict = field(default_factory=dict)  # flash_attn_func's keyword arguments (scale, masks, softcap)
+
+    def describe(self) -> str:
+        p = self.params
+        mask = "causal" if p["causal"] else (f"local{p['window_size']}" if p["window_size"] != (-1, -1) else "")
+        extra = " ".join(x for x in (mask, f"softcap={p['softcap']}" if p["softcap"] else "",
+                                     f"scale={p['softmax_scale']}" if p["softmax_scale"] is not None else "") if x)
+        return (f"{p['kernel']} {p['dtype']} b={p['batch']} h={p['heads']}/{p['heads_k']} sq={p['seqlen_q']} "
+                f"sk={p['seqlen_k']} d={p['headdim']} {p['kind']} seed={p['seed']} {extra}").rstrip()
+
+
+def make_case(params: dict) -> Case:
+    p = params
+    rng = np.random.default_rng(p["seed"])
+    dt = _NP[p["dtype"]]
+    qs = (p["batch"], p["seqlen_q"], p["heads"], p["headdim"])
+    ks = (p["batch"], p["seqlen_k"], p["heads_k"], p["headdim"])
+    q, k, v = rng.standard_normal(qs), rng.standard_normal(ks), rng.standard_normal(ks)
+    kind = p["kind"]
+    if kind == "large":
+        f = float(rng.uniform(4, 16))
+        q, k = q * f, k * f
+    elif kind == "identical":
+        k[:] = k[:, :1]
+        v[:] = v[:, :1]
+    elif kind == "subnormal":
+        s = _SUBNORMAL[p["dtype"]]
+        q, k, v = q * s * 64, k * s * 64, v * s
+    elif kind == "nan_inf":
+        def at(x):
+            return tuple(int(rng.integers(n)) for n in x.shape)
+        q[at(q)] = np.nan
+        k[at(k)] = np.inf
+        v[at(v)] = -np.inf
+    q, k, v = (x.astype(np.float32).astype(dt) for x in (q, k, v))
+    kwargs = {"softmax_scale": p["softmax_scale"]}
+    if p["kernel"] == "fa2":
+        kwargs.update(causal=p["causal"], window_size=p["window_size"], softcap=p["softcap"])
+    return Case(params, q, k, v, kwargs)
+
+
+def random_case(rng: np.random.Generator, kernel: str) -> Case:
+    return make_case(draw_params(rng_pick(rng), kernel))
+
+
+def inputs_digest(case: Case) -> str:
+    """sha256 of q, k, v's bytes: golden data stores it to detect a generator that no longer reproduces them."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for x in (case.q, case.k, case.v):
+        h.update(np.ascontiguousarray(x).view(np.uint8).tobytes())
+    return h.hexdigest()

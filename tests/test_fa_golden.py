@@ -1,0 +1,48 @@
+"""Replay of traces/fa/golden_fa.npz: every kernel's out (and LSE) recorded on the GPU by
+``python -m gpu.validate_fa --install``, reproduced by its twin bit for bit on the CPU."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flashsim.kernels import problems, run_twin
+
+GOLDEN = Path(__file__).resolve().parents[1] / "traces" / "fa" / "golden_fa.npz"
+
+
+def _cases():
+    if not GOLDEN.is_file():
+        return []
+    with np.load(GOLDEN) as z:
+        keys = sorted({k.split("/")[0] for k in z.files if "/" in k}, key=int)
+    return keys
+
+
+@pytest.fixture(scope="module")
+def golden():
+    if not GOLDEN.is_file():
+        pytest.fail(f"{GOLDEN} is missing: record it with python -m gpu.validate_fa --install on a GPU")
+    with np.load(GOLDEN) as z:
+        return {k: z[k] for k in z.files}
+
+
+def test_golden_covers_every_kernel(golden):
+    kernels = {json.loads(str(golden[k]))["kernel"] for k in golden if k.endswith("/params")}
+    assert kernels == set(problems.KERNELS)
+    prov = json.loads(str(golden["provenance"]))
+    assert prov["compute_capability"] == "9.0"
+
+
+@pytest.mark.parametrize("key", _cases())
+def test_twin_reproduces_the_gpu(golden, key):
+    params = json.loads(str(golden[f"{key}/params"]))
+    params["window_size"] = tuple(params["window_size"])
+    case = problems.make_case(params)
+    assert problems.inputs_digest(case) == str(golden[f"{key}/inputs_sha256"]), (
+        "the problem generator no longer reproduces the recorded inputs")
+    out, lse = run_twin(params["kernel"], case.q, case.k, case.v, **case.kwargs)
+    assert np.array_equal(out.view(np.uint16), golden[f"{key}/out"]), case.describe()
+    if f"{key}/lse" in golden:
+        assert np.array_equal(lse.view(np.uint32), golden[f"{key}/lse"]), case.describe()

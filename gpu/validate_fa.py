@@ -56,13 +56,19 @@ def check_case(case, run_gpu):
     res = {"case": case.describe(), "params": case.params, "gpu_s": round(t1 - t0, 4), "twin_s": round(t2 - t1, 4)}
     res["out_diff"] = _first_diff(g_out.view(np.uint16), s_out.view(np.uint16))
     res["lse_diff"] = None if g_lse is None else _first_diff(g_lse.view(np.uint32), s_lse.view(np.uint32))
+    res["identical"] = res["out_diff"] is None and res["lse_diff"] is None
+    finite = all(np.isfinite(x.astype(np.float32)).all() for x in (case.q, case.k, case.v))
+    if not finite:
+        # NaN/Inf inputs: where they propagate (0 * Inf in the mma, exp2 underflow ahead of an Inf value) is
+        # the hardware's to say, and bit-identity above is the check; flash-attn's rule does not apply
+        res["rule"], res["rule_detail"] = None, "n/a: non-finite inputs"
+        return res, (g_out, g_lse)
     args = check_args(case.q, case.k, case.v, **case.kwargs)
     ref, _ = attention_reference(case.q, case.k, case.v, args)
     lowp, _ = attention_lowp(case.q, case.k, case.v, args, acc=_lowp_acc(kernel))
     rule = passes_flash_attn_rule(g_out, ref, lowp)
     res["rule"] = bool(rule)
     res["rule_detail"] = str(rule)
-    res["identical"] = res["out_diff"] is None and res["lse_diff"] is None
     return res, (g_out, g_lse)
 
 
@@ -95,15 +101,18 @@ def write_markdown(path: Path, report: dict) -> None:
              f"{report['provenance'].get('cuda_runtime_version', '?')}, NVRTC {report['provenance'].get('nvrtc_version', '?')}, "
              f"date {report['provenance'].get('date', '?')}. "
              f"Command: `{report['command']}`.", "",
-             "| kernel | problems | out bit-identical | LSE bit-identical | flash-attn rule vs float64 |",
+             "| kernel | problems | out bit-identical | LSE bit-identical | flash-attn rule vs float64 (finite inputs) |",
              "| --- | --- | --- | --- | --- |"]
     for k, s in report["summary"].items():
         lse = f"{s['lse_identical']}/{s['with_lse']}" if s["with_lse"] else "(no LSE)"
-        lines.append(f"| {k} | {s['cases']} | {s['out_identical']}/{s['cases']} | {lse} | {s['rule']}/{s['cases']} |")
+        lines.append(f"| {k} | {s['cases']} | {s['out_identical']}/{s['cases']} | {lse} | "
+                     f"{s['rule']}/{s['cases'] - s['rule_na']} |")
     lines += ["", "Coverage (problems per feature):", ""]
     for k, s in report["summary"].items():
         lines.append(f"- {k}: " + ", ".join(f"{name} {n}" for name, n in s["coverage"].items()))
-    bad = [r for k in report["results"] for r in report["results"][k] if not (r["identical"] and r["rule"])]
+    lines += ["", "Problems with NaN/Inf inputs are compared bit for bit only: where NaN and Inf propagate is the "
+              "hardware's to say (for example 0 * Inf inside the mma after exp2 underflows to 0)."]
+    bad = [r for k in report["results"] for r in report["results"][k] if not (r["identical"] and r["rule"] is not False)]
     lines += ["", f"Problems with a difference or a failed rule: {len(bad)}", ""]
     for r in bad[:40]:
         lines.append(f"- {r['case']}: out {r['out_diff']}, lse {r['lse_diff']}, rule {r['rule_detail']}")
@@ -138,7 +147,7 @@ def main(argv=None) -> int:
             case = problems.random_case(rng, kernel)
             res, (g_out, g_lse) = check_case(case, run_kernel)
             results.append(res)
-            ok &= res["identical"] and res["rule"]
+            ok &= res["identical"] and res["rule"] is not False
             size = case.q.size + case.k.size + case.v.size
             if kept < GOLDEN_PER_KERNEL and size <= GOLDEN_MAX_ELEMENTS and res["identical"]:
                 key = f"{n_golden}"
@@ -151,14 +160,15 @@ def main(argv=None) -> int:
                 n_golden += 1
             if (i + 1) % 25 == 0:
                 print(f"{kernel}: {i + 1}/{a.examples}, identical so far "
-                      f"{sum(r['identical'] for r in results)}, rule {sum(r['rule'] for r in results)}", flush=True)
+                      f"{sum(r['identical'] for r in results)}, rule {sum(r['rule'] is True for r in results)}", flush=True)
         with_lse = sum(r["lse_diff"] is not None or kernel == "fa2" for r in results)
         report["results"][kernel] = results
         report["summary"][kernel] = {
             "cases": len(results), "out_identical": sum(r["out_diff"] is None for r in results),
             "with_lse": with_lse if kernel == "fa2" else 0,
             "lse_identical": sum(r["lse_diff"] is None for r in results) if kernel == "fa2" else 0,
-            "rule": sum(r["rule"] for r in results), "coverage": coverage([r["params"] for r in results]),
+            "rule": sum(r["rule"] is True for r in results), "rule_na": sum(r["rule"] is None for r in results),
+            "coverage": coverage([r["params"] for r in results]),
         }
         print(kernel, json.dumps(report["summary"][kernel]), flush=True)
     (a.out / "fa_report.json").write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")

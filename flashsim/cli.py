@@ -1,4 +1,5 @@
-"""``flashsim`` command line: what is modelled and verified, and replaying GPU golden data on the CPU."""
+"""``flashsim`` command line: the FlashAttention kernels checked end to end, what is modelled and verified, replaying
+GPU golden data on the CPU, and the warp/layout debugging tools."""
 
 from __future__ import annotations
 
@@ -55,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     ver = sub.add_parser("verify", help="replay the committed GPU golden data on the CPU simulator, bit for bit")
     ver.add_argument("--golden", type=Path, default=Path("traces") / "numerics", help="folder of golden .npz files")
     ver.set_defaults(func=cmd_verify)
+    from flashsim.check import add_parser as add_check_parser
+
+    add_check_parser(sub)
     from flashsim.warp.cli import add_parsers as add_warp_parsers
 
     add_warp_parsers(sub)

@@ -32,3 +32,32 @@ def test_console_script_runs():
 def test_verify_reports_a_missing_folder(tmp_path, capsys):
     assert main(["verify", "--golden", str(tmp_path / "nope")]) == 2
     assert "no golden numerics files" in capsys.readouterr().err
+
+
+def test_check_runs_every_kernel_and_reports_rule_and_banks(capsys):
+    from flashsim.cli import main
+
+    rc = main(["check", "--seqlen", "64", "--headdim", "128", "--heads", "1"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    for kernel in ("fa2", "kernel1", "v5", "v6"):
+        assert f"== {kernel}" in out
+    assert out.count("vs float64: passes") == 4
+    assert "shared-memory banks of the launch by tag" in out and "mma_qk" in out
+    assert "4 of 4 kernels passed" in out
+
+
+def test_check_skips_kernels_outside_their_domain(capsys):
+    from flashsim.cli import main
+
+    rc = main(["check", "--seqlen", "40", "--headdim", "64", "--causal", "--dtype", "bfloat16"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "1 of 1 kernels passed" in out and "skipped (outside their domain): ['kernel1', 'v5', 'v6']" in out
+
+
+def test_check_names_a_bad_kernel(capsys):
+    from flashsim.cli import main
+
+    assert main(["check", "--kernel", "fa3"]) == 2
+    assert "--kernel='fa3'" in capsys.readouterr().err

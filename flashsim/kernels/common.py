@@ -94,6 +94,7 @@ def run_batches(fn: Callable[[np.ndarray], None], ctas: Sequence[int] | np.ndarr
     if not isinstance(batch, (int, np.integer)) or batch < 1:
         raise bad_argument("batch", batch, "expected a positive number of CTAs per batch")
     workers = default_workers() if workers is None else workers
+    batch = max(1, min(batch, -(-ctas.size // max(workers, 1))))  # at least one batch per worker
     chunks = [ctas[i:i + batch] for i in range(0, ctas.size, batch)]
     done = 0
     if workers <= 1 or len(chunks) <= 1:

@@ -314,7 +314,7 @@ def _all_negative_zeros(ca, ga, cb, gb, i, j, kn, ccls, csgn):
     return True
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _mma_kernel(a, b, c, k0, kn, tsig, texp, tcls, tsgn, am, c32, czero_e, cm, frac, floor_abs, zero_ieee,
                 inline, dm, demin, demax, rn, sat, uf_plus, dnan,
                 out_bits, o_sign, o_mag, o_exp, o_code):

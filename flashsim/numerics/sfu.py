@@ -149,7 +149,7 @@ def _ex2_factored():
     return tuple(out)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _ex2_kernel(x, pa, pb, pd, poff, na, nb, nd, noff, out):
     """MUFU.EX2 on every element.
 

@@ -1,0 +1,7 @@
+"""``python -m flashsim``: the same as the ``flashsim`` command."""
+
+import sys
+
+from flashsim.cli import main
+
+sys.exit(main())

@@ -1,0 +1,143 @@
+"""``flashsim check``: run the FlashAttention twins on random inputs and say how they did.
+
+Per kernel: the simulator's wall time, the error of out (and LSE) against the float64 reference with
+flash-attn's acceptance rule, the shared-memory bank report of the launch by trace tag, and with ``--gpu``
+whether the CUDA kernel's out (and LSE) are bit-identical to the twin's. Exit status 0 when every kernel
+passes, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import ml_dtypes
+import numpy as np
+
+from flashsim.kernels import TWINS, run_twin
+
+_DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("check", help="run the FlashAttention kernels' twins on random inputs: error vs float64, "
+                                     "bank conflicts by tag, time; --gpu: bit-identity with the CUDA kernels",
+                       description=__doc__)
+    p.add_argument("--kernel", default="fa2,kernel1,v5,v6", help=f"comma-separated, from {','.join(TWINS)} "
+                                                                 "(default: all)")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--heads", type=int, default=2)
+    p.add_argument("--heads-k", type=int, default=None, help="kv heads (GQA/MQA; default: --heads)")
+    p.add_argument("--seqlen", type=int, default=256, help="seqlen_q (and seqlen_k unless --seqlen-k)")
+    p.add_argument("--seqlen-k", type=int, default=None)
+    p.add_argument("--headdim", type=int, default=128)
+    p.add_argument("--dtype", choices=sorted(_DTYPES), default="float16")
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--window", type=int, nargs=2, metavar=("LEFT", "RIGHT"), default=(-1, -1))
+    p.add_argument("--softcap", type=float, default=0.0)
+    p.add_argument("--scale", type=float, default=None, help="softmax_scale (default headdim^-0.5)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gpu", action="store_true", help="also run the CUDA kernels (cupy) and compare bit for bit")
+    p.set_defaults(func=cmd_check)
+
+
+def _progress(label):
+    state = {"t": time.perf_counter(), "last": 0.0}
+
+    def show(done, total):
+        now = time.perf_counter()
+        if now - state["last"] > 1.0 or done == total:
+            state["last"] = now
+            sys.stderr.write(f"\r  {label}: {done}/{total} CTAs, {now - state['t']:.1f} s")
+            if done == total:
+                sys.stderr.write("\n")
+            sys.stderr.flush()
+    return show
+
+
+def cmd_check(args) -> int:
+    from flashsim.attention import attention_lowp, attention_reference, check_args, passes_flash_attn_rule
+    from flashsim.errors import ArgumentError, bad_argument
+    from flashsim.kernels import banks
+
+    kernels = [k for k in args.kernel.split(",") if k]
+    for k in kernels:
+        if k not in TWINS:
+            raise bad_argument("--kernel", k, f"expected names from {TWINS}")
+    hk = args.heads if args.heads_k is None else args.heads_k
+    sk = args.seqlen if args.seqlen_k is None else args.seqlen_k
+    rng = np.random.default_rng(args.seed)
+    dt = _DTYPES[args.dtype]
+    q = rng.standard_normal((args.batch, args.seqlen, args.heads, args.headdim)).astype(np.float32).astype(dt)
+    k = rng.standard_normal((args.batch, sk, hk, args.headdim)).astype(np.float32).astype(dt)
+    v = rng.standard_normal((args.batch, sk, hk, args.headdim)).astype(np.float32).astype(dt)
+    kw = dict(softmax_scale=args.scale, causal=args.causal, window_size=tuple(args.window), softcap=args.softcap)
+    fa_args = check_args(q, k, v, **kw)
+    print(f"flashsim check: batch {args.batch}, heads {args.heads}/{hk}, seqlen {args.seqlen}/{sk}, headdim "
+          f"{args.headdim}, {args.dtype}" + (", causal" if args.causal else "")
+          + (f", window {tuple(args.window)}" if tuple(args.window) != (-1, -1) else "")
+          + (f", softcap {args.softcap}" if args.softcap else "") + f", seed {args.seed}")
+    ref = None
+    failed, skipped = [], []
+    for kernel in kernels:
+        print(f"\n== {kernel}")
+        kkw = kw if kernel == "fa2" else {"softmax_scale": args.scale}
+        if kernel != "fa2" and (args.causal or tuple(args.window) != (-1, -1) or args.softcap):
+            print(f"  skipped: {kernel} has no masks or softcap (fa2 has)")
+            skipped.append(kernel)
+            continue
+        try:
+            t0 = time.perf_counter()
+            if kernel == "fa2":
+                from flashsim.kernels import fa2
+
+                out, lse = fa2.run(q, k, v, progress=_progress("simulating"), **kw)
+            else:
+                out, lse = run_twin(kernel, q, k, v, **kkw)
+            t_sim = time.perf_counter() - t0
+        except (NotImplementedError, ArgumentError) as exc:
+            print(f"  skipped: {exc}")
+            skipped.append(kernel)
+            continue
+        if ref is None:
+            ref, ref_lse = attention_reference(q, k, v, fa_args)
+        lowp, _ = attention_lowp(q, k, v, fa_args, acc="f16" if kernel in ("v5", "v6") else "f32")
+        rule = passes_flash_attn_rule(out, ref, lowp)
+        print(f"  simulator: {t_sim:.2f} s wall")
+        print(f"  vs float64: {rule}")
+        ok = bool(rule)
+        if lse is not None:
+            fin = np.isfinite(ref_lse)
+            err = float(np.max(np.abs(lse[fin] - ref_lse[fin]), initial=0.0))
+            same_inf = bool(np.array_equal(~np.isfinite(lse), ~fin))
+            print(f"  LSE vs float64: max |lse - ref| = {err:.3e}; empty rows (+inf) agree: {same_inf}")
+            ok &= same_inf
+        led = banks.ledger_for(kernel, fa_args)
+        if led is None:
+            print("  banks: the shared-memory instructions of v5/v6 are not replayed (their softmax uses "
+                  "compiler-chosen scalar loads)")
+        else:
+            rows = led.report()
+            print(f"  shared-memory banks of the launch by tag: {sum(r.wavefronts for r in rows):,} wavefronts, "
+                  f"{sum(r.conflicts for r in rows):,} conflicts")
+            print("\n".join("    " + line for line in led.table().splitlines()))
+        if args.gpu:
+            from gpu.fa_kernels import run_kernel
+
+            t0 = time.perf_counter()
+            g_out, g_lse = run_kernel(kernel, q, k, v, **kkw)
+            t_gpu = time.perf_counter() - t0
+            diff = int(np.count_nonzero(g_out.view(np.uint16) != out.view(np.uint16)))
+            line = f"  GPU: out {'bit-identical' if diff == 0 else f'{diff} of {out.size} elements differ'}"
+            if g_lse is not None:
+                ldiff = int(np.count_nonzero(g_lse.view(np.uint32) != lse.view(np.uint32)))
+                line += f"; LSE {'bit-identical' if ldiff == 0 else f'{ldiff} of {lse.size} differ'}"
+                ok &= ldiff == 0
+            print(line + f" ({t_gpu:.2f} s with transfers)")
+            ok &= diff == 0
+        if not ok:
+            failed.append(kernel)
+    ran = len(kernels) - len(skipped)
+    print(f"\n{ran - len(failed)} of {ran} kernels passed" + (f"; failed: {failed}" if failed else "")
+          + (f"; skipped (outside their domain): {skipped}" if skipped else ""))
+    return 1 if failed else 0

@@ -1,0 +1,183 @@
+"""Shared-memory bank report of the kernel1 and fa2 launches, by trace tag.
+
+Every shared-memory warp instruction of kernel1.cu and fa2.cu is an explicit instruction of the source
+(cp.async.cg 16 B, ldmatrix.x4 / .x4.trans, 32-bit STS of O, 128-bit LDS of O and 128-bit zero STS for rows
+past the sequence end), with lane addresses that depend only on the launch shape. This module replays
+those addresses for every CTA of a launch, per instruction, through ``flashsim.smem.wavefronts`` (the
+bank model checked against Nsight Compute) and sums them per (tag, op) in a ``BankLedger``. The data
+values never matter for banks, so no arithmetic runs here.
+
+The tags are the FS_TAG names of the .cu files. Nsight Compute's instruction-level counters do not count
+cp.async.cg (L1 bypass) on sm_90 (traces/banks/banks.md), so its ldgsts rows have no measured
+counterpart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from flashsim.smem import BankLedger, wavefronts
+
+LANE = np.arange(32)
+
+
+@dataclass
+class _Instr:
+    tag: str
+    op: str
+    width: int
+    addr: np.ndarray      # (32,) byte addresses
+    active: np.ndarray    # (32,) bool
+    count: int = 1        # times the CTA executes it
+
+
+def _ledger(instrs: list[_Instr], ctas: int = 1) -> BankLedger:
+    led = BankLedger()
+    groups: dict = {}
+    for ins in instrs:
+        groups.setdefault((ins.tag, ins.op, ins.width), []).append(ins)
+    for (tag, op, width), group in groups.items():
+        addr = np.stack([g.addr for g in group]).astype(np.int64)
+        act = np.stack([g.active for g in group])
+        wf, ideal = wavefronts(addr, width=width, op=op, active=act, num=4)
+        counts = np.array([g.count for g in group], np.int64) * ctas
+        led.add(tag, op, np.repeat(wf, counts), np.repeat(ideal, counts))
+    return led
+
+
+def _merge(ledgers: list[BankLedger]) -> BankLedger:
+    out = BankLedger()
+    for led in ledgers:
+        for key, row in led.rows.items():
+            r = out.rows.setdefault(key, type(row)(row.tag, row.op))
+            r.instructions += row.instructions
+            r.wavefronts += row.wavefronts
+            r.ideal += row.ideal
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ fa2
+
+def _fa2_copy(tag, base, rows, d, valid, offset_fn, count=1):
+    """copy_tile: per warp and (i, j), cp.async for rows < valid, a 16-byte zero store for the others."""
+    out = []
+    for w in range(4):
+        tid = 32 * w + LANE
+        for i in range(rows // 16):
+            for j in range(d // 64):
+                r, c = tid // 8 + 16 * i, (tid % 8) * 8 + 64 * j
+                addr = base + 2 * offset_fn(r, c, rows)
+                ok = r < valid
+                if ok.any():
+                    out.append(_Instr(tag, "ldgsts", 16, addr, ok, count))
+                if (~ok).any():
+                    out.append(_Instr(tag, "st", 16, addr, ~ok, count))
+    return out
+
+
+def fa2_ledger(pb) -> BankLedger:
+    """Bank report of one fa2.cu launch (``flashsim.kernels.fa2.Problem``), summed over its CTAs."""
+    from flashsim.kernels.fa2 import BLOCK_M, smem_offset
+
+    d, bn = pb.headdim, pb.block_n
+    sq, sk, sv = 0, 2 * BLOCK_M * d, 2 * (BLOCK_M + bn) * d
+    lo, hi = pb.n_block_range(np.arange(pb.m_blocks))
+    ledgers = []
+    for mb in range(pb.m_blocks):
+        empty = hi[mb] <= lo[mb] if (pb.is_causal or pb.is_local or not pb.even_mn) else False
+        if empty:
+            continue  # writes O and lse to global memory only
+        rows_left = pb.seqlen_q - mb * BLOCK_M
+        steps = int(hi[mb] - lo[mb])
+        last = int(hi[mb] - 1)
+        ins = []
+        ins += _fa2_copy("load_q", sq, BLOCK_M, d, rows_left, smem_offset)
+        ins += _fa2_copy("load_k", sk, bn, d, pb.seqlen_k - last * bn, smem_offset)       # the prologue's K
+        if steps > 1:
+            ins += _fa2_copy("load_k", sk, bn, d, bn, smem_offset, count=steps - 1)      # next-K prefetches
+        ins += _fa2_copy("load_v", sv, bn, d, pb.seqlen_k - last * bn, smem_offset)       # first step's V
+        if steps > 1:
+            ins += _fa2_copy("load_v", sv, bn, d, bn, smem_offset, count=steps - 1)
+        full = np.ones(32, bool)
+        for w in range(4):
+            for ks in range(d // 16):
+                for m in range(2):
+                    r, c = w * 16 + m * 64 + LANE % 16, ks * 16 + (LANE // 16) * 8
+                    ins.append(_Instr("mma_qk", "ldsm", 16, sq + 2 * smem_offset(r, c, BLOCK_M), full, steps))
+                for n in range(0, bn // 8, 2):
+                    r, c = n * 8 + LANE % 8 + (LANE // 16) * 8, ks * 16 + ((LANE // 8) % 2) * 8
+                    ins.append(_Instr("mma_qk", "ldsm", 16, sk + 2 * smem_offset(r, c, bn), full, steps))
+            for ks in range(bn // 16):
+                for n in range(0, d // 8, 2):
+                    r, c = ks * 16 + LANE % 16, n * 8 + (LANE // 16) * 8
+                    ins.append(_Instr("mma_pv", "ldsm", 16, sv + 2 * smem_offset(r, c, bn), full, steps))
+            g, t = LANE // 4, LANE % 4
+            for m in range(2):
+                for n in range(d // 8):
+                    for dr in (0, 8):
+                        r, c = w * 16 + m * 64 + g + dr, n * 8 + 2 * t
+                        ins.append(_Instr("store_o", "st", 4, sq + 2 * smem_offset(r, c, BLOCK_M), full))
+            tid = 32 * w + LANE
+            for i in range(BLOCK_M // 16):
+                for j in range(d // 64):
+                    r, c = tid // 8 + 16 * i, (tid % 8) * 8 + 64 * j
+                    ok = r < rows_left
+                    if ok.any():
+                        ins.append(_Instr("store_o", "ld", 16, sq + 2 * smem_offset(r, c, BLOCK_M), ok))
+        ledgers.append(_ledger(ins, ctas=pb.heads * pb.batch))
+    return _merge(ledgers)
+
+
+# --------------------------------------------------------------------------------------------- kernel1
+
+def kernel1_ledger(batch: int, heads: int, seqlen: int) -> BankLedger:
+    """Bank report of one kernel1.cu launch (row-major, unswizzled 64 x 128 tiles)."""
+    from flashsim.kernels.kernel1 import B_C, B_R, D_HEAD as D
+
+    sq, sk, sv = 0, 2 * B_R * D, 4 * B_R * D
+    n_kv = seqlen // B_C
+    full = np.ones(32, bool)
+    ins = []
+    for w in range(4):
+        def copy(tag, base, count):
+            for r0 in range(0, 16, 4):
+                for c0 in range(0, D, 64):
+                    r, c = w * 16 + r0 + LANE // 8, c0 + (LANE % 8) * 8
+                    ins.append(_Instr(tag, "ldgsts", 16, base + 2 * (r * D + c), full, count))
+        copy("load_q", sq, 1)
+        copy("load_k", sk, n_kv)
+        copy("load_v", sv, n_kv)
+        for k in range(D // 16):  # Q fragments, once
+            r, c = w * 16 + LANE % 16, k * 16 + (LANE // 16) * 8
+            ins.append(_Instr("load_q", "ldsm", 16, sq + 2 * (r * D + c), full))
+        for k in range(D // 16):
+            for n in range(0, B_C // 8, 2):
+                r, c = n * 8 + LANE % 8 + (LANE // 16) * 8, k * 16 + ((LANE // 8) % 2) * 8
+                ins.append(_Instr("mma_qk", "ldsm", 16, sk + 2 * (r * D + c), full, n_kv))
+        for k in range(B_C // 16):
+            for n in range(0, D // 8, 2):
+                r, c = k * 16 + LANE % 16, n * 8 + (LANE // 16) * 8
+                ins.append(_Instr("mma_pv", "ldsm", 16, sv + 2 * (r * D + c), full, n_kv))
+        g, t = LANE // 4, LANE % 4
+        for n in range(D // 8):
+            for dr in (0, 8):
+                r, c = w * 16 + g + dr, n * 8 + 2 * t
+                ins.append(_Instr("store_o", "st", 4, sq + 2 * (r * D + c), full))
+        for r0 in range(0, 16, 4):
+            for c0 in range(0, D, 64):
+                r, c = w * 16 + r0 + LANE // 8, c0 + (LANE % 8) * 8
+                ins.append(_Instr("store_o", "ld", 16, sq + 2 * (r * D + c), full))
+    return _ledger(ins, ctas=batch * heads * (seqlen // B_R))
+
+
+def ledger_for(kernel: str, args) -> BankLedger | None:
+    """The bank report of ``kernel`` on AttentionArgs ``args`` (None for v5/v6: not replayed)."""
+    if kernel == "fa2":
+        from flashsim.kernels.fa2 import problem_from_args
+
+        return fa2_ledger(problem_from_args(args))
+    if kernel == "kernel1":
+        return kernel1_ledger(args.batch, args.heads, args.seqlen_q)
+    return None

@@ -7,7 +7,8 @@ those addresses for every CTA of a launch, per instruction, through ``flashsim.s
 bank model checked against Nsight Compute) and sums them per (tag, op) in a ``BankLedger``. The data
 values never matter for banks, so no arithmetic runs here.
 
-The tags are the FS_TAG names of the .cu files. Nsight Compute's instruction-level counters do not count
+For v5/v6 (fa_v5.cu) only the ldmatrix instructions are replayed (``v5_ldsm_ledger``). The tags are the
+FS_TAG names of the .cu files. Nsight Compute's instruction-level counters do not count
 cp.async.cg (L1 bypass) on sm_90 (traces/banks/banks.md), so its ldgsts rows have no measured
 counterpart.
 """
@@ -172,12 +173,46 @@ def kernel1_ledger(batch: int, heads: int, seqlen: int) -> BankLedger:
     return _ledger(ins, ctas=batch * heads * (seqlen // B_R))
 
 
+# ------------------------------------------------------------------------------------------ v5 / v6
+
+def _swz(off, b, m, s):
+    return off ^ ((off >> s) & (((1 << b) - 1) << m))
+
+
+def v5_ldsm_ledger(batch: int, heads: int, seqlen_q: int, seqlen_k: int, d: int, swizzle: bool) -> BankLedger:
+    """The ldmatrix part of fa_v5.cu's bank report (v5, or v6 with ``swizzle``), tags Q/K/V/S by operand.
+
+    The other shared-memory instructions of v5/v6 (the softmax's 16-bit loads and stores, the MD_F
+    records, the O staging) are scalar C++ accesses whose SASS form the compiler picks; they are not
+    replayed here."""
+    qkv = (lambda o: _swz(o, 3, 3, 4)) if swizzle else (lambda o: o)
+    tile = (lambda o: _swz(o, 1, 3, 3)) if swizzle else (lambda o: o)
+    s_q, s_k = 0, 2 * 64 * d
+    s_v = s_k + 2 * 16 * d
+    s_s = s_v + 2 * 16 * d + 2 * 64 * 16
+    steps = seqlen_k // 16
+    full = np.ones(32, bool)
+    ins = []
+    for w in range(4):
+        for k in range(0, d, 16):
+            ins.append(_Instr("mma_qk:Q", "ldsm", 16, s_q + 2 * (w * 16 * d + qkv(k + (LANE % 16) * d + (LANE // 16) * 8)),
+                              full, steps))
+            ins.append(_Instr("mma_qk:K", "ldsm", 16, s_k + 2 * qkv(k + (LANE % 8) * d + ((LANE // 8) % 2) * 8
+                                                                   + (LANE // 16) * 8 * d), full, steps))
+            ins.append(_Instr("mma_pv:V", "ldsm", 16, s_v + 2 * qkv(k + (LANE % 16) * d + (LANE // 16) * 8), full, steps))
+        ins.append(_Instr("mma_pv:S", "ldsm", 16, s_s + 2 * (w * 256 + tile((LANE % 16) * 16 + (LANE // 16) * 8)),
+                          full, steps))
+    return _ledger(ins, ctas=batch * heads * (seqlen_q // 64))
+
+
 def ledger_for(kernel: str, args) -> BankLedger | None:
-    """The bank report of ``kernel`` on AttentionArgs ``args`` (None for v5/v6: not replayed)."""
+    """The bank report of ``kernel`` on AttentionArgs ``args`` (for v5/v6: their ldmatrix instructions)."""
     if kernel == "fa2":
         from flashsim.kernels.fa2 import problem_from_args
 
         return fa2_ledger(problem_from_args(args))
     if kernel == "kernel1":
         return kernel1_ledger(args.batch, args.heads, args.seqlen_q)
+    if kernel in ("v5", "v6"):
+        return v5_ldsm_ledger(args.batch, args.heads, args.seqlen_q, args.seqlen_k, args.headdim, kernel == "v6")
     return None

@@ -13,22 +13,12 @@ import numpy as np
 
 from flashsim.attention import check_args, to_numpy
 from flashsim.errors import bad_argument
+from flashsim.kernels import check_supported
 
 KERNELS = ("fa2", "kernel1", "v5", "v6")
 BACKENDS = ("sim", "gpu")
 #: kernels that write the softmax LSE (the others return no LSE)
 WRITES_LSE = ("fa2",)
-
-
-def _unsupported(kernel, args) -> list[str]:
-    """Features of the call that ``kernel`` does not model (fa2 has them all)."""
-    if kernel == "fa2":
-        return []
-    feats = [("causal or local masks", args.is_causal or args.is_local), ("softcap", args.softcap > 0),
-             ("GQA/MQA", args.heads != args.heads_k)]
-    if kernel in ("v5", "v6"):
-        feats.append(("bf16", args.dtype != "float16"))
-    return [name for name, on in feats if on]
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
@@ -49,9 +39,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     args = check_args(q, k, v, dropout_p=dropout_p, softmax_scale=softmax_scale, causal=causal,
                       window_size=window_size, softcap=softcap, alibi_slopes=alibi_slopes,
                       deterministic=deterministic, return_attn_probs=return_attn_probs)
-    unsupported = _unsupported(kernel, args)
-    if unsupported:
-        raise NotImplementedError(f"kernel {kernel!r} does not model {', '.join(unsupported)}")
+    check_supported(kernel, args)
     if return_attn_probs and kernel not in WRITES_LSE:
         raise NotImplementedError(f"kernel {kernel!r} writes no softmax LSE (return_attn_probs needs one of "
                                   f"{WRITES_LSE})")

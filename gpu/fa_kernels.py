@@ -15,7 +15,9 @@ import numpy as np
 
 from flashsim.kernels import fa2 as fa2_twin
 from flashsim.kernels import fa_v5, kernel1 as kernel1_twin
+from flashsim.attention import check_args
 from flashsim.errors import bad_argument
+from flashsim.kernels import check_supported
 from gpu import runtime
 
 __all__ = ["FA_KERNELS", "FaKernel", "Prepared", "fa_smem_bytes", "prepare", "run_fa", "run_kernel"]
@@ -63,8 +65,7 @@ def _check(kernel: str, q: Any, k: Any, v: Any, softmax_scale: Any, **kw):
             raise bad_argument(name, type(x).__name__, "expected a numpy array (batch, seqlen, heads, headdim)")
     if kernel == "fa2":
         return fa2_twin.check(q, k, v, softmax_scale, kernel, **kw)
-    if kw.get("causal") or tuple(kw.get("window_size", (-1, -1))) != (-1, -1) or kw.get("softcap", 0.0):
-        raise NotImplementedError(f"kernel {kernel!r} does not model masks or softcap")
+    check_supported(kernel, check_args(q, k, v, softmax_scale=softmax_scale, **kw))
     if kernel == "kernel1":
         return kernel1_twin.check(q, k, v, softmax_scale, kernel)
     return fa_v5.check(kernel, q, k, v, softmax_scale)

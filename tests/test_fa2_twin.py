@@ -87,7 +87,7 @@ def test_kernel1_preconditions_name_the_seed_limits():
     q = np.zeros((1, 96, 1, 128), np.float16)
     with pytest.raises(ArgumentError, match="seqlen % 64"):
         kernel1.run(q, q, q)
-    with pytest.raises(NotImplementedError, match="masks or softcap"):
+    with pytest.raises(NotImplementedError, match="does not model causal or local masks"):
         run_twin("kernel1", q, q, q, causal=True)
 
 
@@ -96,3 +96,27 @@ def test_fa2_forward_checks_its_arrays():
     with pytest.raises(ArgumentError, match="q="):
         fa2.forward(pb, np.zeros((1, 4, 1, 32), np.uint16), np.zeros((1, 4, 1, 64), np.uint16),
                     np.zeros((1, 4, 1, 64), np.uint16))
+
+
+def test_cta_batches_check_their_arguments(monkeypatch):
+    from flashsim.kernels.common import default_workers, run_batches
+
+    with pytest.raises(ArgumentError, match="batch=0"):
+        run_batches(lambda idx: None, np.arange(4), 0)
+    monkeypatch.setenv("FLASHSIM_THREADS", "two")
+    with pytest.raises(ArgumentError, match="FLASHSIM_THREADS='two'"):
+        default_workers()
+    monkeypatch.setenv("FLASHSIM_THREADS", "0")
+    with pytest.raises(ArgumentError, match="FLASHSIM_THREADS='0'"):
+        default_workers()
+    monkeypatch.setenv("FLASHSIM_THREADS", "2")
+    seen = []
+    run_batches(lambda idx: seen.extend(idx.tolist()), np.arange(10), 3)
+    assert sorted(seen) == list(range(10))  # every CTA once, whatever the threads
+
+
+def test_threads_do_not_change_a_bit():
+    case = problems.random_case(np.random.default_rng(11), "fa2")
+    one = fa2.run(case.q, case.k, case.v, workers=1, **case.kwargs)
+    two = fa2.run(case.q, case.k, case.v, workers=2, **case.kwargs)
+    assert np.array_equal(one[0].view(np.uint16), two[0].view(np.uint16)) and np.array_equal(one[1], two[1])

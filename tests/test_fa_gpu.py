@@ -8,6 +8,7 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from flashsim.kernels import problems
 from flashsim.strategies import fa_cases
@@ -15,27 +16,15 @@ from flashsim.strategies import fa_cases
 EXAMPLES = int(os.environ.get("FLASHSIM_FA_EXAMPLES", "25"))
 
 
-def _check(case):
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", problems.KERNELS)
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_twin_is_bit_identical_to_the_gpu(kernel, data):
     from gpu.fa_kernels import run_kernel
     from gpu.validate_fa import check_case
 
-    res, _ = check_case(case, run_kernel)
+    res, _ = check_case(data.draw(fa_cases(kernel)), run_kernel)
     assert res["out_diff"] is None, f"{res['case']}: out differs {res['out_diff']}"
     assert res["lse_diff"] is None, f"{res['case']}: lse differs {res['lse_diff']}"
     assert res["rule"] is not False, f"{res['case']}: {res['rule_detail']}"  # None: non-finite inputs
-
-
-def _test(kernel):
-    @pytest.mark.gpu
-    @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                           HealthCheck.data_too_large])
-    @given(case=fa_cases(kernel))
-    def test(case):
-        _check(case)
-
-    test.__name__ = f"test_{kernel}_twin_is_bit_identical_to_the_gpu"
-    return test
-
-
-for _k in problems.KERNELS:
-    globals()[f"test_{_k}_twin_is_bit_identical_to_the_gpu"] = _test(_k)

@@ -2,26 +2,45 @@
 
 ``run_twin(kernel, q, k, v, softmax_scale=None, **masks)`` runs any of them with flash_attn_func's
 conventions and returns (out, lse), lse None for the kernels that write none (all but fa2).
+``check_supported`` is the one place that says which flash_attn_func features a kernel lacks.
 """
 
 TWINS = ("fa2", "kernel1", "v5", "v6")
 
 
+def unsupported(kernel: str, args) -> list[str]:
+    """The features of a call (``AttentionArgs``) that ``kernel`` does not model (fa2 has them all)."""
+    if kernel == "fa2":
+        return []
+    feats = [("causal or local masks", args.is_causal or args.is_local), ("softcap", args.softcap > 0),
+             ("GQA/MQA", args.heads != args.heads_k)]
+    if kernel in ("v5", "v6"):
+        feats.append(("bf16", args.dtype != "float16"))
+    return [name for name, on in feats if on]
+
+
+def check_supported(kernel: str, args) -> None:
+    """NotImplementedError naming every feature of the call that ``kernel`` does not model."""
+    missing = unsupported(kernel, args)
+    if missing:
+        raise NotImplementedError(f"kernel {kernel!r} does not model {', '.join(missing)}")
+
+
 def run_twin(kernel: str, q, k, v, softmax_scale=None, **kw):
+    from flashsim.attention import check_args
     from flashsim.errors import bad_argument
 
+    if kernel not in TWINS:
+        raise bad_argument("kernel", kernel, f"expected one of {TWINS}")
     if kernel == "fa2":
         from flashsim.kernels import fa2
 
         return fa2.run(q, k, v, softmax_scale, **kw)
-    if kw.get("causal") or tuple(kw.get("window_size", (-1, -1))) != (-1, -1) or kw.get("softcap", 0.0):
-        raise NotImplementedError(f"kernel {kernel!r} does not model masks or softcap")
+    check_supported(kernel, check_args(q, k, v, softmax_scale=softmax_scale, **kw))
     if kernel == "kernel1":
         from flashsim.kernels import kernel1
 
         return kernel1.run(q, k, v, softmax_scale), None
-    if kernel in ("v5", "v6"):
-        from flashsim.kernels import fa_v5
+    from flashsim.kernels import fa_v5
 
-        return fa_v5.run(q, k, v, softmax_scale, kernel=kernel), None
-    raise bad_argument("kernel", kernel, f"expected one of {TWINS}")
+    return fa_v5.run(q, k, v, softmax_scale, kernel=kernel), None

@@ -48,28 +48,22 @@ def _ledger(instrs: list[_Instr], ctas: int = 1) -> BankLedger:
     return led
 
 
-def _merge(ledgers: list[BankLedger]) -> BankLedger:
-    out = BankLedger()
-    for led in ledgers:
-        for key, row in led.rows.items():
-            r = out.rows.setdefault(key, type(row)(row.tag, row.op))
-            r.instructions += row.instructions
-            r.wavefronts += row.wavefronts
-            r.ideal += row.ideal
-    return out
-
-
 # ------------------------------------------------------------------------------------------------ fa2
 
-def _fa2_copy(tag, base, rows, d, valid, offset_fn, count=1):
-    """copy_tile: per warp and (i, j), cp.async for rows < valid, a 16-byte zero store for the others."""
+def _fa2_copy(tag, base, rows, d, valid, count):
+    """copy_tile, executed ``count`` times: per warp and (i, j), cp.async for rows < valid, a 16-byte zero
+    store for the others."""
+    from flashsim.kernels.fa2 import smem_offset
+
     out = []
+    if count == 0:
+        return out
     for w in range(4):
         tid = 32 * w + LANE
         for i in range(rows // 16):
             for j in range(d // 64):
                 r, c = tid // 8 + 16 * i, (tid % 8) * 8 + 64 * j
-                addr = base + 2 * offset_fn(r, c, rows)
+                addr = base + 2 * smem_offset(r, c, rows)
                 ok = r < valid
                 if ok.any():
                     out.append(_Instr(tag, "ldgsts", 16, addr, ok, count))
@@ -85,7 +79,8 @@ def fa2_ledger(pb) -> BankLedger:
     d, bn = pb.headdim, pb.block_n
     sq, sk, sv = 0, 2 * BLOCK_M * d, 2 * (BLOCK_M + bn) * d
     lo, hi = pb.n_block_range(np.arange(pb.m_blocks))
-    ledgers = []
+    per = pb.heads * pb.batch  # CTAs of one m_block
+    ins = []
     for mb in range(pb.m_blocks):
         empty = hi[mb] <= lo[mb] if (pb.is_causal or pb.is_local or not pb.even_mn) else False
         if empty:
@@ -93,42 +88,38 @@ def fa2_ledger(pb) -> BankLedger:
         rows_left = pb.seqlen_q - mb * BLOCK_M
         steps = int(hi[mb] - lo[mb])
         last = int(hi[mb] - 1)
-        ins = []
-        ins += _fa2_copy("load_q", sq, BLOCK_M, d, rows_left, smem_offset)
-        ins += _fa2_copy("load_k", sk, bn, d, pb.seqlen_k - last * bn, smem_offset)       # the prologue's K
-        if steps > 1:
-            ins += _fa2_copy("load_k", sk, bn, d, bn, smem_offset, count=steps - 1)      # next-K prefetches
-        ins += _fa2_copy("load_v", sv, bn, d, pb.seqlen_k - last * bn, smem_offset)       # first step's V
-        if steps > 1:
-            ins += _fa2_copy("load_v", sv, bn, d, bn, smem_offset, count=steps - 1)
+        ins += _fa2_copy("load_q", sq, BLOCK_M, d, rows_left, per)
+        ins += _fa2_copy("load_k", sk, bn, d, pb.seqlen_k - last * bn, per)      # the prologue's K
+        ins += _fa2_copy("load_k", sk, bn, d, bn, per * (steps - 1))            # next-K prefetches
+        ins += _fa2_copy("load_v", sv, bn, d, pb.seqlen_k - last * bn, per)      # first step's V
+        ins += _fa2_copy("load_v", sv, bn, d, bn, per * (steps - 1))
         full = np.ones(32, bool)
         for w in range(4):
             for ks in range(d // 16):
                 for m in range(2):
                     r, c = w * 16 + m * 64 + LANE % 16, ks * 16 + (LANE // 16) * 8
-                    ins.append(_Instr("mma_qk", "ldsm", 16, sq + 2 * smem_offset(r, c, BLOCK_M), full, steps))
+                    ins.append(_Instr("mma_qk", "ldsm", 16, sq + 2 * smem_offset(r, c, BLOCK_M), full, per * steps))
                 for n in range(0, bn // 8, 2):
                     r, c = n * 8 + LANE % 8 + (LANE // 16) * 8, ks * 16 + ((LANE // 8) % 2) * 8
-                    ins.append(_Instr("mma_qk", "ldsm", 16, sk + 2 * smem_offset(r, c, bn), full, steps))
+                    ins.append(_Instr("mma_qk", "ldsm", 16, sk + 2 * smem_offset(r, c, bn), full, per * steps))
             for ks in range(bn // 16):
                 for n in range(0, d // 8, 2):
                     r, c = ks * 16 + LANE % 16, n * 8 + (LANE // 16) * 8
-                    ins.append(_Instr("mma_pv", "ldsm", 16, sv + 2 * smem_offset(r, c, bn), full, steps))
+                    ins.append(_Instr("mma_pv", "ldsm", 16, sv + 2 * smem_offset(r, c, bn), full, per * steps))
             g, t = LANE // 4, LANE % 4
             for m in range(2):
                 for n in range(d // 8):
                     for dr in (0, 8):
                         r, c = w * 16 + m * 64 + g + dr, n * 8 + 2 * t
-                        ins.append(_Instr("store_o", "st", 4, sq + 2 * smem_offset(r, c, BLOCK_M), full))
+                        ins.append(_Instr("store_o", "st", 4, sq + 2 * smem_offset(r, c, BLOCK_M), full, per))
             tid = 32 * w + LANE
             for i in range(BLOCK_M // 16):
                 for j in range(d // 64):
                     r, c = tid // 8 + 16 * i, (tid % 8) * 8 + 64 * j
                     ok = r < rows_left
                     if ok.any():
-                        ins.append(_Instr("store_o", "ld", 16, sq + 2 * smem_offset(r, c, BLOCK_M), ok))
-        ledgers.append(_ledger(ins, ctas=pb.heads * pb.batch))
-    return _merge(ledgers)
+                        ins.append(_Instr("store_o", "ld", 16, sq + 2 * smem_offset(r, c, BLOCK_M), ok, per))
+    return _ledger(ins)
 
 
 # --------------------------------------------------------------------------------------------- kernel1

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flashsim.errors import bad_argument
-from flashsim.kernels.common import (MMA_TYPE, NEG_INF, POS_INF, SIGN, XOR, ZERO, bits, narrow, quad_merge,
+from flashsim.kernels.common import (MMA_TYPE, NEG_INF, POS_INF, SIGN, XOR, ZERO, bits, f32, narrow, quad_merge,
                                      quad_split, run_batches)
 from flashsim.numerics import fp32, sfu
 from flashsim.numerics.mma import gemm
@@ -53,7 +53,7 @@ def kernel_headdim(headdim: int) -> int:
 
 def smem_layout(rows: int, headdim: int):
     """The smem layout of sQ/sK/sV (seed 000): tile_to_shape(Swizzle<3,3,3> o (8,64):(64,1), (rows, headdim))."""
-    from flashsim.layout import ComposedLayout, Layout, S, Swizzle, make_layout, tile_to_shape
+    from flashsim.layout import ComposedLayout, S, Swizzle, make_layout, tile_to_shape
 
     atom = ComposedLayout(Swizzle(3, 3, 3), 0, make_layout((S(8), S(64)), (S(64), S(1))))
     return tile_to_shape(atom, (S(rows), S(headdim)))
@@ -136,10 +136,6 @@ def problem_from_args(args) -> Problem:
                    is_causal=bool(args.is_causal), is_local=bool(args.is_local))
 
 
-def _f(value, shape):
-    return np.full(shape, bits(value), np.uint32)
-
-
 def _ctas(pb: Problem, q, k, v, o, lse, idx):
     """Run the CTAs ``idx`` (linear over (m_block, head, batch), m_block fastest) to completion."""
     d, bn, mt = pb.headdim, pb.block_n, MMA_TYPE[pb.dtype]
@@ -182,7 +178,7 @@ def _ctas(pb: Problem, q, k, v, o, lse, idx):
         s = gemm(qt[act], np.ascontiguousarray(kb.transpose(0, 2, 1)), np.zeros((act.size, BLOCK_M, bn), np.uint32),
                  atype=mt)
         if pb.softcap > 0:
-            s = sfu.tanh_approx_f32(fp32.mul(s, _f(pb.softcap, s.shape), ftz=True))
+            s = sfu.tanh_approx_f32(fp32.mul(s, f32(pb.softcap, s.shape), ftz=True))
         if (masking and (pb.is_causal or pb.is_local or not pb.even_mn)) or (not masking and pb.is_local):
             r = rows[act][:, :, None]
             c = keys[:, None, :]
@@ -234,7 +230,7 @@ def _ctas(pb: Problem, q, k, v, o, lse, idx):
     empty_row = ftz_zero | is_nan
     inv = np.where(empty_row, bits(1.0), sfu.rcp_approx_f32(sm, ftz=True)).astype(np.uint32)
     logs = fp32.mul(sfu.lg2_approx_f32(sm, ftz=True), np.full(sm.shape, _LN2, np.uint32), ftz=True)
-    lse_v = fp32.fma(np.ascontiguousarray(row_max[..., 0]), _f(pb.scale_softmax, sm.shape), logs, ftz=True)
+    lse_v = fp32.fma(np.ascontiguousarray(row_max[..., 0]), f32(pb.scale_softmax, sm.shape), logs, ftz=True)
     lse_v = np.where(empty_row, POS_INF, lse_v).astype(np.uint32)
     out = narrow(fp32.mul(acc_o, np.repeat(inv[..., None], d, axis=-1), ftz=True), pb.dtype)
     # empty CTAs: O = 0, lse = +inf

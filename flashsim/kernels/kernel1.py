@@ -51,7 +51,7 @@ def check(q, k, v, softmax_scale=None, kernel: str = "kernel1"):
     return args
 
 
-def _ctas(q, k, v, o, scale_bits, dtype, idx):
+def _ctas(q, k, v, o, scale, dtype, idx):
     """CTAs ``idx`` of the grid (q_block fastest, then head, then batch)."""
     b, n, h, d = q.shape
     nq = n // B_R
@@ -63,10 +63,11 @@ def _ctas(q, k, v, o, scale_bits, dtype, idx):
     acc = np.zeros((g, B_R, D_HEAD), np.uint32)
     m = np.full((g, B_R, 4), NEG_INF, np.uint32)
     l = np.zeros((g, B_R, 4), np.uint32)
-    scale = f32(0, (g, B_R, B_C)) + scale_bits
+    scale = f32(scale, (g, B_R, B_C))
     for j in range(n // B_C):
-        kj = k[sample, j * B_C:(j + 1) * B_C, :, :][np.arange(g), :, head, :]      # (g, 64, 128)
-        vj = v[sample, j * B_C:(j + 1) * B_C, :, :][np.arange(g), :, head, :]
+        keys = j * B_C + np.arange(B_C)[None, :]
+        kj = k[sample[:, None], keys, head[:, None], :]                             # (g, 64, 128)
+        vj = v[sample[:, None], keys, head[:, None], :]
         s = gemm(qt, np.ascontiguousarray(kj.transpose(0, 2, 1)), np.zeros((g, B_R, B_C), np.uint32), atype=mt)
         s = quad_split(fp32.mul(s, scale, ftz=True))                            # (g, 64, 4, 16)
         m_new = m
@@ -102,8 +103,7 @@ def forward(q, k, v, softmax_scale, *, dtype: str = "float16", batch: int = 32, 
     if d != D_HEAD or n % B_R or k.shape != q.shape or v.shape != q.shape:
         raise bad_argument("q.shape", q.shape, "kernel1 needs q, k, v of one shape with d = 128 and seqlen % 64 == 0")
     o = np.zeros_like(q)
-    scale_bits = np.float32(softmax_scale).view(np.uint32)
-    run_batches(lambda idx: _ctas(q, k, v, o, scale_bits, dtype, idx), np.arange(b * h * (n // B_R)), batch,
+    run_batches(lambda idx: _ctas(q, k, v, o, np.float32(softmax_scale), dtype, idx), np.arange(b * h * (n // B_R)), batch,
                 workers, progress)
     return o
 

@@ -65,8 +65,7 @@ __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
 // Swizzle<3,3,3> over tile_to_shape((8, 64):(64, 1), (rows, kHeadDim)): see the header.
 template <int kRows>
 __device__ __forceinline__ int smem_off(int r, int c) {
-    const int x = 512 * (r / 8 + (kRows / 8) * (c / 64)) + 64 * (r % 8) + c % 64;
-    return x ^ ((x >> 3) & 0x38);
+    return wops::swz<3, 3, 3>(512 * (r / 8 + (kRows / 8) * (c / 64)) + 64 * (r % 8) + c % 64);
 }
 
 // GMEM (row stride ld) -> SMEM tile of kRows x kHeadDim with the 16 x 8 thread layout; rows >= valid_rows

@@ -34,6 +34,7 @@
 // No CUDA headers: fp16 conversions are inline PTX cvt, so NVRTC needs no include path to the toolkit.
 
 #include "trace_tags.cuh"
+#include "warp_ops.cuh"
 
 namespace fa5 {
 
@@ -83,36 +84,15 @@ __device__ __forceinline__ MD_F md_allreduce16(MD_F v) {
     return v;
 }
 
-// Swizzle<B, M, S> on an element offset: bits [M, M+B) ^= bits [M+S, M+S+B) (CuTe's Swizzle).
-template <int B, int M, int S>
-__device__ __forceinline__ unsigned swz(unsigned off) {
-    constexpr unsigned mask = ((1u << B) - 1u) << M;
-    return off ^ ((off >> S) & mask);
-}
-
 template <bool kSwizzle>
 __device__ __forceinline__ unsigned qkv_addr(unsigned off) {  // s_Q, s_K, s_V (row stride d)
-    return kSwizzle ? swz<3, 3, 4>(off) : off;
+    return kSwizzle ? wops::swz<3, 3, 4>(off) : off;
 }
 template <bool kSwizzle>
 __device__ __forceinline__ unsigned tile_addr(unsigned off) {  // s_QK, s_S, s_O (row stride 16)
-    return kSwizzle ? swz<1, 3, 3>(off) : off;
+    return kSwizzle ? wops::swz<1, 3, 3>(off) : off;
 }
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const unsigned short* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned (&r)[4], const unsigned short* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_u32(p)));
-}
 // D = A B + C, f16 accumulator: {d0, d1} = mma.m16n8k16.row.col.f16.f16.f16.f16
 __device__ __forceinline__ void mma_f16(unsigned& d0, unsigned& d1, const unsigned (&a)[4], unsigned b0,
                                         unsigned b1, unsigned c0, unsigned c1) {
@@ -186,9 +166,9 @@ __device__ __forceinline__ void forward(const unsigned short* __restrict__ Q, co
         FS_TAG(mma_qk);
         for (int k = 0; k < d; k += kBd) {
             // A = Q[:, k:k+16]: matrices (rows 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15)
-            ldmatrix_x4(ra, w_Q + qkv_addr<kSwizzle>(k + (lane % 16) * d + (lane / 16) * 8));
+            wops::ldmatrix_x4(ra, w_Q + qkv_addr<kSwizzle>(k + (lane % 16) * d + (lane / 16) * 8));
             // B = K[kv:kv+16, k:k+16]^T: matrices (keys 0-7, cols 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15)
-            ldmatrix_x4(rb, s_K + qkv_addr<kSwizzle>(k + (lane % 8) * d + ((lane / 8) % 2) * 8 + (lane / 16) * 8 * d));
+            wops::ldmatrix_x4(rb, s_K + qkv_addr<kSwizzle>(k + (lane % 8) * d + ((lane / 8) % 2) * 8 + (lane / 16) * 8 * d));
             mma_f16(rc[0], rc[1], ra, rb[0], rb[1], rc[0], rc[1]);
             mma_f16(rc[2], rc[3], ra, rb[2], rb[3], rc[2], rc[3]);
         }
@@ -214,11 +194,11 @@ __device__ __forceinline__ void forward(const unsigned short* __restrict__ Q, co
         }
 
         FS_TAG(mma_pv);
-        ldmatrix_x4(ra, w_S + tile_addr<kSwizzle>((lane % 16) * kBc + (lane / 16) * 8));
+        wops::ldmatrix_x4(ra, w_S + tile_addr<kSwizzle>((lane % 16) * kBc + (lane / 16) * 8));
         for (int k = 0; k < d; k += kBd) {
             rc[0] = rc[1] = rc[2] = rc[3] = 0u;
             // B = V[kv:kv+16, k:k+16] (K x N row-major): addressed like A, transposed by ldmatrix
-            ldmatrix_x4_trans(rb, s_V + qkv_addr<kSwizzle>(k + (lane % 16) * d + (lane / 16) * 8));
+            wops::ldmatrix_x4_trans(rb, s_V + qkv_addr<kSwizzle>(k + (lane % 16) * d + (lane / 16) * 8));
             mma_f16(rc[0], rc[1], ra, rb[0], rb[1], rc[0], rc[1]);
             mma_f16(rc[2], rc[3], ra, rb[2], rb[3], rc[2], rc[3]);
             FS_TAG(store_o);

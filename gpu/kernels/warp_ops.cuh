@@ -1,4 +1,4 @@
-// warp_ops.cuh: the PTX instructions the f32-accumulating attention kernels (kernel1.cu, fa2.cu) are built
+// warp_ops.cuh: the PTX instructions the attention kernels (fa_v5.cu, kernel1.cu, fa2.cu) are built
 // from, one inline-asm wrapper each, so every data movement and every tensor-core operation in them is a
 // named instruction that the Python twins replay.
 //
@@ -8,6 +8,12 @@
 #pragma once
 
 namespace wops {
+
+// Swizzle<B, M, S> on an element offset: bits [M, M+B) ^= bits [M+S, M+S+B) (CuTe's Swizzle).
+template <int B, int M, int S>
+__host__ __device__ __forceinline__ constexpr unsigned swz(unsigned off) {
+    return off ^ ((off >> S) & (((1u << B) - 1u) << M));
+}
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));

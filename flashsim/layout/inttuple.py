@@ -753,44 +753,29 @@ def all_underscore(c) -> bool:
     return isinstance(c, tuple) and all(all_underscore(e) for e in c)
 
 
-def slice_(c, t):
-    """CuTe ``slice``: keep the parts of t under ``_`` in coordinate c (flattening kept modes one level)."""
+def _select_parts(c, t, under: bool):
+    """The leaves of t whose coordinate in c is ``_`` (under=True) or is not (False): kept modes are
+    flattened one level below the top, as CuTe's slice and dice do."""
     def lift(a, b):
         if isinstance(a, tuple):
             _check_slice_rank(a, b)
-            out = ()
-            for x, y in zip(a, b):
-                out += lift(x, y)
-            return out
-        return (b,) if a is _ else ()
+            return sum((lift(x, y) for x, y in zip(a, b)), ())
+        return (b,) if (a is _) == under else ()
 
     if isinstance(c, tuple):
         _check_slice_rank(c, t)
-        out = ()
-        for x, y in zip(c, t):
-            out += lift(x, y)
-        return out
-    return t if c is _ else ()
+        return sum((lift(x, y) for x, y in zip(c, t)), ())
+    return t if (c is _) == under else ()
+
+
+def slice_(c, t):
+    """CuTe ``slice``: keep the parts of t under ``_`` in coordinate c (flattening kept modes one level)."""
+    return _select_parts(c, t, True)
 
 
 def dice(c, t):
     """CuTe ``dice``: keep the parts of t under the non-``_`` parts of coordinate c."""
-    def lift(a, b):
-        if isinstance(a, tuple):
-            _check_slice_rank(a, b)
-            out = ()
-            for x, y in zip(a, b):
-                out += lift(x, y)
-            return out
-        return () if a is _ else (b,)
-
-    if isinstance(c, tuple):
-        _check_slice_rank(c, t)
-        out = ()
-        for x, y in zip(c, t):
-            out += lift(x, y)
-        return out
-    return () if c is _ else t
+    return _select_parts(c, t, False)
 
 
 def _check_slice_rank(c, t):

@@ -24,6 +24,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from flashsim.layout import S, Layout, Swizzle, composition, evaluate, tile_to_shape  # noqa: E402
+from timing import best  # noqa: E402  (benchmarks/timing.py)
 
 
 def cases():
@@ -31,15 +32,6 @@ def cases():
     plain = tile_to_shape(atom, (S(4096), S(4096)))
     swz = tile_to_shape(composition(Swizzle(3, 3, 3), atom), (S(4096), S(4096)))
     return [("plain  " + str(plain), plain), ("swizzled  " + str(swz), swz)]
-
-
-def best(f, repeat):
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t)
-    return min(ts)
 
 
 def pycute_layout(x):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 
 # one core: the kernel is serial; keep numpy's BLAS on one thread too (set before numpy loads it)
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -20,6 +19,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 from flashsim.numerics.mma import MODELLED, mma  # noqa: E402
+from timing import best  # noqa: E402  (benchmarks/timing.py)
 
 
 def _operands(rng, n: int, k: int, atype: str, ctype: str, inputs: str):
@@ -43,15 +43,6 @@ def _operands(rng, n: int, k: int, atype: str, ctype: str, inputs: str):
     return a, b, c
 
 
-def _best(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tiles", type=int, default=100_000, help="tiles per call (default 100000)")
@@ -69,12 +60,12 @@ def main(argv=None) -> int:
     for k, atype, ctype in sorted(MODELLED, key=lambda v: (-v[0], v[1], v[2])):
         a, b, c = _operands(rng, args.tiles, k, atype, ctype, args.inputs)
         mma(a[:1], b[:1], c[:1], k=k, atype=atype, ctype=ctype, arch=args.arch)  # compile / load the cache
-        t_exact = _best(lambda: mma(a, b, c, k=k, atype=atype, ctype=ctype, arch=args.arch), args.repeat)
+        t_exact = best(lambda: mma(a, b, c, k=k, atype=atype, ctype=ctype, arch=args.arch), args.repeat)
         # the same multiply-adds in float32: batched (16 x k) @ (k x 8) + C
         af = rng.standard_normal((args.tiles, 16, k), dtype=np.float32)
         bf = rng.standard_normal((args.tiles, k, 8), dtype=np.float32)
         cf = rng.standard_normal((args.tiles, 16, 8), dtype=np.float32)
-        t_np = _best(lambda: np.add(np.matmul(af, bf), cf), args.repeat)
+        t_np = best(lambda: np.add(np.matmul(af, bf), cf), args.repeat)
         name = f"m16n8k{k} {atype}->{ctype}"
         print(f"{name:<28}{args.tiles / t_exact:>12,.0f}{t_exact:>10.3f}{t_np:>13.4f}{t_exact / t_np:>23.1f}x")
     return 0

@@ -10,20 +10,11 @@ from __future__ import annotations
 
 import argparse
 import platform
-import time
 
 import numpy as np
 
 from flashsim.numerics import sfu
-
-
-def best(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from timing import best  # noqa: E402  (benchmarks/timing.py)
 
 
 def main():

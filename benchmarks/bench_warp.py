@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
@@ -24,18 +23,9 @@ import numpy as np  # noqa: E402
 
 from flashsim.smem import SharedMemory, wavefronts  # noqa: E402
 from flashsim.warp import ldmatrix  # noqa: E402
+from timing import best  # noqa: E402  (benchmarks/timing.py)
 
 SMEM = 48 * 1024
-
-
-def _best(fn, repeat: int) -> float:
-    fn()  # warm-up (numba compile / cache load)
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main(argv=None) -> int:
@@ -50,7 +40,7 @@ def main(argv=None) -> int:
     results = []
 
     addr128 = rng.integers(0, SMEM // 16, (n, 32)) * 16
-    t = _best(lambda: wavefronts(addr128, width=16, op="ld"), args.repeat)
+    t = best(lambda: wavefronts(addr128, width=16, op="ld"), args.repeat, warmup=True)
     results.append(("bank accounting, ld.shared.v4 (128-bit), random addresses", n / t))
 
     ctas, warps = 1000, n // 1000
@@ -59,7 +49,7 @@ def main(argv=None) -> int:
         for trans in (False, True):
             sm = SharedMemory(ctas, SMEM, warps=warps, races=races)
             sm.data[:] = rng.integers(0, 256, sm.data.shape, dtype=np.uint8)
-            t = _best(lambda: ldmatrix(sm, rows, num=4, trans=trans, tag="bench"), args.repeat)
+            t = best(lambda: ldmatrix(sm, rows, num=4, trans=trans, tag="bench"), args.repeat, warmup=True)
             what = f"ldmatrix.x4{'.trans' if trans else ''}, random rows, race detection {'on' if races else 'off'}"
             results.append((what, ctas * warps / t))
             if races:

@@ -38,20 +38,25 @@ def time_events(fn, reps, warmup=2):
     return statistics.median(times)
 
 
-def main(argv=None):
-    import ml_dtypes
-
-    from gpu import runtime
-    from gpu.fa_kernels import prepare
-
-    ap = argparse.ArgumentParser(description=__doc__)
+def shape_parser(doc: str) -> argparse.ArgumentParser:
+    """The options of the GPU benchmarks: the attention shape, repetitions and a JSON output file."""
+    ap = argparse.ArgumentParser(description=doc)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--seqlen", type=int, default=4096)
     ap.add_argument("--headdim", type=int, default=128)
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--json", type=Path)
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None):
+    import ml_dtypes
+
+    from gpu import runtime
+    from gpu.fa_kernels import prepare
+
+    a = shape_parser(__doc__).parse_args(argv)
     b, h, s, d = a.batch, a.heads, a.seqlen, a.headdim
     flops = 4 * b * h * s * s * d
     rng = np.random.default_rng(0)

@@ -25,20 +25,25 @@ def add_parser(sub) -> None:
                        description=__doc__)
     p.add_argument("--kernel", default="fa2,kernel1,v5,v6", help=f"comma-separated, from {','.join(TWINS)} "
                                                                  "(default: all)")
+    add_problem_arguments(p)
+    p.add_argument("--gpu", action="store_true", help="also run the CUDA kernels (cupy) and compare bit for bit")
+    p.set_defaults(func=cmd_check)
+
+
+def add_problem_arguments(p, seqlen: int = 256, headdim: int = 128, heads: int = 2) -> None:
+    """The options that describe one attention problem (shared by ``check`` and ``trace record``)."""
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--heads", type=int, default=2)
+    p.add_argument("--heads", type=int, default=heads)
     p.add_argument("--heads-k", type=int, default=None, help="kv heads (GQA/MQA; default: --heads)")
-    p.add_argument("--seqlen", type=int, default=256, help="seqlen_q (and seqlen_k unless --seqlen-k)")
+    p.add_argument("--seqlen", type=int, default=seqlen, help="seqlen_q (and seqlen_k unless --seqlen-k)")
     p.add_argument("--seqlen-k", type=int, default=None)
-    p.add_argument("--headdim", type=int, default=128)
+    p.add_argument("--headdim", type=int, default=headdim)
     p.add_argument("--dtype", choices=sorted(_DTYPES), default="float16")
     p.add_argument("--causal", action="store_true")
     p.add_argument("--window", type=int, nargs=2, metavar=("LEFT", "RIGHT"), default=(-1, -1))
     p.add_argument("--softcap", type=float, default=0.0)
     p.add_argument("--scale", type=float, default=None, help="softmax_scale (default headdim^-0.5)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--gpu", action="store_true", help="also run the CUDA kernels (cupy) and compare bit for bit")
-    p.set_defaults(func=cmd_check)
 
 
 def _progress(label):
@@ -110,10 +115,8 @@ def cmd_check(args) -> int:
         led = banks.ledger_for(kernel, fa_args)
         if led is not None:
             rows = led.report()
-            what = "ldmatrix instructions" if kernel in ("v5", "v6") else "shared-memory banks"
-            print(f"  {what} of the launch by tag: {sum(r.wavefronts for r in rows):,} wavefronts, "
-                  f"{sum(r.conflicts for r in rows):,} conflicts"
-                  + (" (the softmax's scalar loads/stores are not replayed)" if kernel in ("v5", "v6") else ""))
+            print(f"  shared-memory banks of the launch by tag: {sum(r.wavefronts for r in rows):,} wavefronts, "
+                  f"{sum(r.conflicts for r in rows):,} conflicts")
             print("\n".join("    " + line for line in led.table().splitlines()))
         if args.gpu:
             from gpu.fa_kernels import run_kernel

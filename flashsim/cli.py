@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     from flashsim.check import add_parser as add_check_parser
 
     add_check_parser(sub)
+    from flashsim.trace.cli import add_parser as add_trace_parser
+
+    add_trace_parser(sub)
     from flashsim.warp.cli import add_parsers as add_warp_parsers
 
     add_warp_parsers(sub)

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from flashsim.errors import bad_argument
 
-__all__ = ["GPU", "OPTIONS", "Option", "RunOptions", "UPDATE_GOLDEN", "add_options"]
+__all__ = ["GPU", "OPTIONS", "Option", "RunOptions", "UPDATE_GOLDEN", "UPDATE_TRACES", "add_options"]
 
 
 @dataclass(frozen=True)
@@ -39,9 +39,11 @@ class Option:
 
 GPU = Option("gpu", "run the tests marked gpu on a real GPU (needs cupy and a CUDA device)")
 UPDATE_GOLDEN = Option("update-golden", "rewrite the golden data under traces/ from the GPU (only with --gpu)")
+UPDATE_TRACES = Option("update-traces", "re-record the golden per-warp traces under traces/warp/ on the GPU "
+                                        "(only with --gpu)")
 
 #: Every option, in the order they are shown in --help.
-OPTIONS: tuple[Option, ...] = (GPU, UPDATE_GOLDEN)
+OPTIONS: tuple[Option, ...] = (GPU, UPDATE_GOLDEN, UPDATE_TRACES)
 
 
 def add_options(addoption: Callable[..., Any], prefix: str = "") -> None:
@@ -56,16 +58,16 @@ class RunOptions:
 
     gpu: bool = False
     update_golden: bool = False
+    update_traces: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             if not isinstance(getattr(self, f.name), bool):
                 raise bad_argument(f.name, getattr(self, f.name), "expected a bool")
-        if self.update_golden and not self.gpu:
-            raise bad_argument(
-                UPDATE_GOLDEN.dest(), self.update_golden,
-                f"{UPDATE_GOLDEN.flag()} needs {GPU.flag()}: golden data is recorded on a real GPU",
-            )
+        for opt in (UPDATE_GOLDEN, UPDATE_TRACES):
+            if getattr(self, opt.dest()) and not self.gpu:
+                raise bad_argument(opt.dest(), True, f"{opt.flag()} needs {GPU.flag()}: golden data is recorded "
+                                                     "on a real GPU")
 
     @classmethod
     def from_getoption(cls, getoption: Callable[[str], Any], prefix: str = "") -> "RunOptions":

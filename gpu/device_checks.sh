@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # On a GPU machine: the hardware checks, each with its own time limit, their outputs packed into
 # $OUT/results.tgz (reports, records, golden data, logs).
-#   STAGES="validate sfu banks races fa fa_validate ncu_fa bench_fa pytest" bash gpu/device_checks.sh [extra validate_sfu args]
+#   STAGES="validate sfu banks races fa fa_validate ncu_fa bench_fa traces bench_trace pytest" bash gpu/device_checks.sh [extra validate_sfu args]
 # validate: numerics at scale (installs golden data when clean); sfu: special-function unit on all
 # inputs; banks: Nsight Compute comparison; races: racecheck comparison; fa: v5/v6 goldens; fa_validate:
 # every FA kernel against its twin on 200 problems each (report and goldens into traces/fa); ncu_fa:
-# Nsight Compute shared-memory counters of the FA kernels; bench_fa: GPU TFLOP/s next to torch SDPA.
+# Nsight Compute shared-memory counters of the FA kernels; bench_fa: GPU TFLOP/s next to torch SDPA;
+# traces: the golden per-warp traces (traces/warp) and the traced-GPU-vs-twin tests; bench_trace: the cost
+# of tracing on the GPU.
 set -u
 OUT=${OUT:-out}; R=$OUT/r; mkdir -p "$R"
 export PYTHONUNBUFFERED=1
 pip install -e . --no-deps --no-build-isolation -q 2>&1 | grep -v "Running pip as"
-for stage in ${STAGES:-validate sfu banks races fa fa_validate ncu_fa bench_fa pytest}; do
+for stage in ${STAGES:-validate sfu banks races fa fa_validate ncu_fa bench_fa traces bench_trace pytest}; do
   case $stage in
     validate) timeout 300 python -m gpu.validate --out "$R/validate" --install > "$R/validate.log" 2>&1 ;;
     fa)     timeout 60 python -m gpu.record_fa_golden --out "$R/fa" > "$R/fa.log" 2>&1 ;;
     fa_validate) timeout 400 python -m gpu.validate_fa --out "$R/fa_validate" --examples ${FA_EXAMPLES:-200} > "$R/fa_validate.log" 2>&1 ;;
     ncu_fa) timeout 200 python -m gpu.ncu_fa --out "$R/ncu_fa" --timeout 190 > "$R/ncu_fa.log" 2>&1 ;;
     bench_fa) timeout 200 python benchmarks/bench_fa_gpu.py --json "$R/bench_fa.json" > "$R/bench_fa.log" 2>&1 ;;
+    traces) (timeout 200 python -m gpu.record_traces --out "$R/warp" && timeout 200 python -m pytest --gpu -q \
+              -p no:cacheprovider tests/test_trace.py --deselect tests/test_trace.py::test_golden_traces_cover_every_kernel) \
+              > "$R/traces.log" 2>&1 ;;
+    bench_trace) timeout 200 python benchmarks/bench_trace_gpu.py --json "$R/bench_trace.json" > "$R/bench_trace.log" 2>&1 ;;
     sfu)    timeout 150 python -m gpu.validate_sfu --out "$R/sfu" "$@" > "$R/sfu.log" 2>&1 ;;
     banks)  timeout 200 python -m gpu.check_banks --out "$R/banks" --timeout 190 > "$R/banks.log" 2>&1 ;;
     races)  timeout 120 python -m gpu.check_races --out "$R/races" --timeout 30 > "$R/races.log" 2>&1 ;;

@@ -118,10 +118,17 @@ class Prepared:
         return self.fetch()
 
 
-def prepare(kernel: str, q, k, v, softmax_scale=None, **kw) -> Prepared:
-    """Check the arguments (before any cupy call), copy the inputs to the device and build the launch."""
+def build_options(kernel: str, trace: bool = False) -> tuple[str, ...]:
+    """NVRTC options of a kernel's build; ``trace`` adds -DFS_TRACE_BUILD (gpu/kernels/trace.cuh)."""
+    return FA_KERNELS[kernel].options + (("-DFS_TRACE_BUILD",) if trace else ())
+
+
+def prepare(kernel: str, q, k, v, softmax_scale=None, *, trace: bool = False, **kw) -> Prepared:
+    """Check the arguments (before any cupy call), copy the inputs to the device and build the launch
+    (``trace``: the traced build, whose trace buffers gpu/trace_gpu.py sets up)."""
     args = _check(kernel, q, k, v, softmax_scale, **kw)
     spec = FA_KERNELS[kernel]
+    options = build_options(kernel, trace)
     if kernel == "fa2":
         if args.seqlen_k == 0:
             raise bad_argument("k.shape", k.shape, "seqlen_k == 0: flash_attn_func launches no kernel (out 0, lse +inf)")
@@ -130,7 +137,7 @@ def prepare(kernel: str, q, k, v, softmax_scale=None, **kw) -> Prepared:
         d_q, d_k, d_v = (cupy.asarray(x) for x in fa2_twin.pad_inputs(args, q, k, v))
         d_o = cupy.zeros_like(d_q)
         d_lse = cupy.zeros(args.lse_shape, cupy.float32)
-        func = runtime.get_kernel(spec.file, f"fa2_hdim{pb.headdim}_{_suffix(pb.dtype)}", options=spec.options)
+        func = runtime.get_kernel(spec.file, f"fa2_hdim{pb.headdim}_{_suffix(pb.dtype)}", options=options)
         smem = fa2_smem_bytes(pb.headdim)
         if smem > _DEFAULT_SMEM:
             func.max_dynamic_shared_size_bytes = smem
@@ -146,14 +153,14 @@ def prepare(kernel: str, q, k, v, softmax_scale=None, **kw) -> Prepared:
         return Prepared(func, (pb.m_blocks, pb.heads, pb.batch), spec.threads, params, smem, fetch)
     cupy = runtime.require_gpu()
     if kernel == "kernel1":
-        func = runtime.get_kernel(spec.file, f"{spec.function}_{_suffix(args.dtype)}", options=spec.options)
+        func = runtime.get_kernel(spec.file, f"{spec.function}_{_suffix(args.dtype)}", options=options)
         d_q, d_k, d_v = (cupy.asarray(np.ascontiguousarray(x).view(np.uint16)) for x in (q, k, v))
         d_o = cupy.zeros_like(d_q)
         params = (d_q, d_k, d_v, d_o, np.int32(args.seqlen_q), np.int32(args.heads), np.float32(args.softmax_scale_f32))
         return Prepared(func, (args.seqlen_q // spec.rows_per_cta, args.heads, args.batch), spec.threads, params,
                         _K1_SMEM, lambda: (cupy.asnumpy(d_o).view(q.dtype), None))
     # v5 / v6: (batch, heads, seqlen, d) on the device
-    func = runtime.get_kernel(spec.file, spec.function, options=spec.options)
+    func = runtime.get_kernel(spec.file, spec.function, options=options)
     smem = fa_smem_bytes(args.headdim)
     if smem > _DEFAULT_SMEM:
         func.max_dynamic_shared_size_bytes = smem

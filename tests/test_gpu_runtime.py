@@ -38,6 +38,19 @@ def test_every_kernel_compiles_for_sm90_with_nvcc(path):
     assert cubin[:4] == b"\x7fELF"
 
 
+@needs_nvcc
+@pytest.mark.parametrize("kernel", ["fa2", "kernel1", "v5"])
+def test_traced_builds_compile_for_sm90_with_nvcc(kernel):
+    """The FA kernels with -DFS_TRACE_BUILD (gpu/kernels/trace.cuh): the traced build has the same entry
+    points and the device global the host fills."""
+    spec = fa_kernels.FA_KERNELS[kernel]
+    cubin = runtime.check_compiles_nvcc(runtime.kernel_path(spec.file), options=fa_kernels.build_options(kernel, True))
+    symbols = _kernel_symbols(cubin)
+    assert "fs_trace_params" in symbols
+    assert set(fa_kernels.function_names(kernel)) <= symbols
+    assert "fs_trace_params" not in _kernel_symbols(runtime.check_compiles_nvcc(runtime.kernel_path(spec.file)))
+
+
 def test_kernel_folder_holds_the_probes():
     names = {p.name for p in KERNEL_FILES}
     assert {"probe_mma.cu", "probe_f32.cu", "probe_cvt.cu"} <= names

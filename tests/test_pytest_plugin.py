@@ -103,6 +103,13 @@ def test_update_golden_needs_gpu(pytester, run):
     result.stderr.fnmatch_lines(["*--update-golden needs --gpu*"])
 
 
+def test_update_traces_needs_gpu(pytester, run):
+    pytester.makepyfile(test_x=GPU_TEST)
+    result = run("--update-traces")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--update-traces needs --gpu*"])
+
+
 def test_run_options_fixture(pytester, run):
     pytester.makeconftest(FAKE_GPU_CONFTEST)
     pytester.makepyfile(
@@ -110,7 +117,7 @@ def test_run_options_fixture(pytester, run):
         from flashsim.options import RunOptions
 
         def test_opts(run_options, gpu_device_info):
-            assert run_options == RunOptions(gpu=True, update_golden=True)
+            assert run_options == RunOptions(gpu=True, update_golden=True, update_traces=False)
             assert gpu_device_info["arch"] == "sm_90"
         """
     )

@@ -26,7 +26,7 @@ def check_supported(kernel: str, args) -> None:
         raise NotImplementedError(f"kernel {kernel!r} does not model {', '.join(missing)}")
 
 
-def run_twin(kernel: str, q, k, v, softmax_scale=None, **kw):
+def run_twin(kernel: str, q, k, v, softmax_scale=None, *, rec=None, **kw):
     from flashsim.attention import check_args
     from flashsim.errors import bad_argument
 
@@ -35,12 +35,12 @@ def run_twin(kernel: str, q, k, v, softmax_scale=None, **kw):
     if kernel == "fa2":
         from flashsim.kernels import fa2
 
-        return fa2.run(q, k, v, softmax_scale, **kw)
+        return fa2.run(q, k, v, softmax_scale, rec=rec, **kw)
     check_supported(kernel, check_args(q, k, v, softmax_scale=softmax_scale, **kw))
     if kernel == "kernel1":
         from flashsim.kernels import kernel1
 
-        return kernel1.run(q, k, v, softmax_scale), None
+        return kernel1.run(q, k, v, softmax_scale, rec=rec), None
     from flashsim.kernels import fa_v5
 
-    return fa_v5.run(q, k, v, softmax_scale, kernel=kernel), None
+    return fa_v5.run(q, k, v, softmax_scale, kernel=kernel, rec=rec), None

@@ -20,7 +20,9 @@ The SASS below is what nvcc 13.0 emits for fa2.cu with ``--use_fast_math`` for s
   FFMA.FTZ m, scale_softmax, FMUL.FTZ(MUFU.LG2 sum, ln 2)``; O *= inv (FMUL.FTZ); O -> 16 bits (F2FP).
 
 CTAs that share the grid's m_block share the KV range, masks and step count; a batch may mix m_blocks: each
-CTA carries its own n_block per step and leaves the batch when its range is done.
+CTA carries its own n_block per step and leaves the batch when its range is done. Values are kept per CTA
+as (rows, columns) tiles; ``flashsim.trace.record`` maps them to each lane's registers (the mma fragment
+layouts) at every FS_TRACE point of fa2.cu, so a twin run records the events the traced CUDA build does.
 """
 
 from __future__ import annotations
@@ -136,9 +138,22 @@ def problem_from_args(args) -> Problem:
                    is_causal=bool(args.is_causal), is_local=bool(args.is_local))
 
 
-def _ctas(pb: Problem, q, k, v, o, lse, idx):
-    """Run the CTAs ``idx`` (linear over (m_block, head, batch), m_block fastest) to completion."""
+def _maps(pb: Problem):
+    """Where each traced register lives in this twin's arrays (flashsim.trace.record)."""
+    from flashsim.trace.record import acc_index, quad_index
+
+    bn, d = pb.block_n, pb.headdim
+    return dict(acc_s=acc_index(64, 2, bn, bn // 8), p=quad_index(64, 2, bn // 4), row=quad_index(64, 2, 0, 4),
+                acc_o=acc_index(64, 2, d, d // 8), lse=quad_index(64, 2, 0, 1))
+
+
+def _ctas(pb: Problem, q, k, v, o, lse, idx, rec=None):
+    """Run the CTAs ``idx`` (linear over (m_block, head, batch), m_block fastest) to completion; ``rec`` (a
+    flashsim.trace.record.Recorder) gets the events fa2.cu's FS_TRACE marks."""
     d, bn, mt = pb.headdim, pb.block_n, MMA_TYPE[pb.dtype]
+    if rec is not None and rec.rows(idx).size == 0:
+        rec = None
+    mp = _maps(pb) if rec is not None else None
     m_block = idx % pb.m_blocks
     head = (idx // pb.m_blocks) % pb.heads
     bidb = idx // (pb.m_blocks * pb.heads)
@@ -148,6 +163,10 @@ def _ctas(pb: Problem, q, k, v, o, lse, idx):
     rows = m_block[:, None] * BLOCK_M + np.arange(BLOCK_M)[None, :]                   # (g, 128)
     row_ok = rows < pb.seqlen_q
     empty = hi <= lo if (pb.is_causal or pb.is_local or not pb.even_mn) else np.zeros(g, bool)
+    if rec is not None:
+        rec.event("empty", idx[empty])
+        rec.event("load_q", idx[~empty])
+        rec.event("load_k", idx[~empty])
 
     # sQ: rows past seqlen_q are zero-filled
     qt = np.zeros((g, BLOCK_M, d), np.uint16)
@@ -169,6 +188,9 @@ def _ctas(pb: Problem, q, k, v, o, lse, idx):
         nb = n_block[act]
         masking = step < pb.n_masking_steps
         first = step == 0
+        ids = idx[act]
+        if rec is not None:
+            rec.event("load_v", ids)
         # K, V blocks (rows past seqlen_k zero-filled)
         keys = nb[:, None] * bn + cols[None, :]                                         # (a, bn)
         key_ok = keys < pb.seqlen_k
@@ -177,6 +199,8 @@ def _ctas(pb: Problem, q, k, v, o, lse, idx):
         vb = np.where(key_ok[..., None], v[bidb[act, None], kk, head_k[act, None], :], 0).astype(np.uint16)
         s = gemm(qt[act], np.ascontiguousarray(kb.transpose(0, 2, 1)), np.zeros((act.size, BLOCK_M, bn), np.uint32),
                  atype=mt)
+        if rec is not None:
+            rec.event("mma_qk", ids, (s, mp["acc_s"]))
         if pb.softcap > 0:
             s = sfu.tanh_approx_f32(fp32.mul(s, f32(pb.softcap, s.shape), ftz=True))
         if (masking and (pb.is_causal or pb.is_local or not pb.even_mn)) or (not masking and pb.is_local):
@@ -190,9 +214,13 @@ def _ctas(pb: Problem, q, k, v, o, lse, idx):
                 if pb.is_local and pb.window_left >= 0:
                     left = np.maximum(0, r + pb.seqlen_k - pb.seqlen_q - pb.window_left)
             s = np.where((c >= right) | (c < left), NEG_INF, s).astype(np.uint32)
+        if rec is not None:
+            rec.event("mask", ids, (s, mp["acc_s"]))
+            rec.event("load_k", ids[nb > lo[act]])
         sv = quad_split(s)                                                              # (a, 128, 4, bn/4)
         n_v = sv.shape[-1]
         prev = row_max[act]
+        ao = acc_o[act]
         mx = sv[..., 0] if first else fp32.fmax(prev, np.ascontiguousarray(sv[..., 0]), ftz=True)
         for c_ in range(1, n_v):
             mx = fp32.fmax(mx, np.ascontiguousarray(sv[..., c_]), ftz=True)
@@ -203,7 +231,7 @@ def _ctas(pb: Problem, q, k, v, o, lse, idx):
             check_inf = (pb.is_causal or pb.is_local) if masking else pb.is_local
             cur = np.where(mx == NEG_INF, ZERO, mx).astype(np.uint32) if check_inf else mx
             c = sfu.ex2_approx_f32(fp32.mul(fp32.add(prev, cur ^ SIGN, ftz=True), scale, ftz=True), ftz=True)
-            acc_o[act] = fp32.mul(acc_o[act], np.repeat(c[..., :1], d, axis=-1), ftz=True)
+            ao = fp32.mul(ao, np.repeat(c[..., :1], d, axis=-1), ftz=True)
         max_scaled = np.where(mx == NEG_INF, ZERO, fp32.mul(mx, scale, ftz=True)).astype(np.uint32)
         p = sfu.ex2_approx_f32(fp32.fma(sv, np.full(sv.shape, scale_log2, np.uint32),
                                         np.broadcast_to((max_scaled ^ SIGN)[..., None], sv.shape).copy(), ftz=True),
@@ -215,9 +243,14 @@ def _ctas(pb: Problem, q, k, v, o, lse, idx):
             sm = fp32.add(sm, np.ascontiguousarray(p[..., 1]), ftz=True)
         for c_ in range(2, n_v):
             sm = fp32.add(sm, np.ascontiguousarray(p[..., c_]), ftz=True)
+        if rec is not None:
+            rec.event("softmax", ids, (mx, mp["row"]), (sm, mp["row"]), (p, mp["p"]), (ao, mp["acc_o"]))
         row_max[act] = mx
         row_sum[act] = sm
-        acc_o[act] = gemm(narrow(quad_merge(p), pb.dtype), vb, acc_o[act], atype=mt)
+        ao = gemm(narrow(quad_merge(p), pb.dtype), vb, ao, atype=mt)
+        if rec is not None:
+            rec.event("mma_pv", ids, (ao, mp["acc_o"]))
+        acc_o[act] = ao
         n_block[act] -= 1
 
     # normalize_softmax_lse
@@ -232,7 +265,14 @@ def _ctas(pb: Problem, q, k, v, o, lse, idx):
     logs = fp32.mul(sfu.lg2_approx_f32(sm, ftz=True), np.full(sm.shape, _LN2, np.uint32), ftz=True)
     lse_v = fp32.fma(np.ascontiguousarray(row_max[..., 0]), f32(pb.scale_softmax, sm.shape), logs, ftz=True)
     lse_v = np.where(empty_row, POS_INF, lse_v).astype(np.uint32)
-    out = narrow(fp32.mul(acc_o, np.repeat(inv[..., None], d, axis=-1), ftz=True), pb.dtype)
+    acc_o = fp32.mul(acc_o, np.repeat(inv[..., None], d, axis=-1), ftz=True)
+    if rec is not None:
+        full = np.nonzero(~empty)[0]
+        lse_f, acc_f = np.ascontiguousarray(lse_v[full]), np.ascontiguousarray(acc_o[full])
+        rec.event("normalize", idx[full], (lse_f, mp["lse"]), (acc_f, mp["acc_o"]))
+        lse_v[full], acc_o[full] = lse_f, acc_f
+        rec.event("store_o", idx[full])
+    out = narrow(acc_o, pb.dtype)
     # empty CTAs: O = 0, lse = +inf
     out[empty] = 0
     lse_v[empty] = POS_INF
@@ -241,7 +281,8 @@ def _ctas(pb: Problem, q, k, v, o, lse, idx):
     lse[bidb[sel[0]], head[sel[0]], rows[sel]] = lse_v[sel]
 
 
-def forward(pb: Problem, q, k, v, *, batch: int | None = None, workers: int | None = None, progress=None):
+def forward(pb: Problem, q, k, v, *, batch: int | None = None, workers: int | None = None, progress=None,
+            rec=None):
     """O (uint16, q's shape) and LSE (uint32 f32 patterns, (batch, heads, seqlen_q)) for q (batch, seqlen_q,
     heads, headdim) and k, v (batch, seqlen_k, heads_k, headdim) as 16-bit patterns, headdim == the
     instance's kHeadDim (zero-padded)."""
@@ -252,7 +293,9 @@ def forward(pb: Problem, q, k, v, *, batch: int | None = None, workers: int | No
     lse = np.zeros((pb.batch, pb.heads, pb.seqlen_q), np.uint32)
     n_ctas = pb.m_blocks * pb.heads * pb.batch
     # about 8 KV steps of 128 x kBlockN scores per CTA in flight: keep a batch near 64 CTAs
-    run_batches(lambda idx: _ctas(pb, q, k, v, o, lse, idx), np.arange(n_ctas), batch or 64, workers, progress)
+    if rec is not None:  # a recorder sees the CTAs in order, one batch at a time
+        workers = 1
+    run_batches(lambda idx: _ctas(pb, q, k, v, o, lse, idx, rec), np.arange(n_ctas), batch or 64, workers, progress)
     return o, lse
 
 
@@ -277,12 +320,13 @@ def pad_inputs(args, q, k, v):
     return out
 
 
-def run(q, k, v, softmax_scale=None, *, kernel: str = "fa2", workers: int | None = None, progress=None, **kw):
+def run(q, k, v, softmax_scale=None, *, kernel: str = "fa2", workers: int | None = None, progress=None, rec=None,
+        **kw):
     """The twin with flash_attn_func's conventions: returns (out with q's dtype and shape, lse float32)."""
     args = check(q, k, v, softmax_scale, kernel, **kw)
     pb = problem_from_args(args)
     qp, kp, vp = pad_inputs(args, q, k, v)
     if args.seqlen_k == 0:  # mha_fwd: no launch; out 0, lse +inf
         return np.zeros(args.q_shape, args.np_dtype), np.full(args.lse_shape, np.inf, np.float32)
-    o, lse = forward(pb, qp, kp, vp, workers=workers, progress=progress)
+    o, lse = forward(pb, qp, kp, vp, workers=workers, progress=progress, rec=rec)
     return np.ascontiguousarray(o[..., :args.headdim]).view(args.np_dtype), lse.view(np.float32)

@@ -3,9 +3,12 @@ in the same order, on the same values, for every warp of the grid at once.
 
 Each floating-point step below names the SASS that nvcc (CUDA 13.0, sm_90, -ftz=true as cupy's NVRTC
 compiles it) emits for it, read with ``cuobjdump -sass``. v6 differs from v5 only in shared-memory
-addresses, so both kernels have this one twin. What is not replayed here yet: the warp-level data
-movement (ldmatrix, shared-memory staging, shuffles as warp instructions with their bank report and
-trace tags); the values they move are taken straight from the arrays.
+addresses, so both kernels have this one twin. The state is batched by warp tile ((warp tiles, 16 rows,
+...) arrays, 4 consecutive tiles per CTA); the values ldmatrix, the smem staging tiles and the
+shuffles move are taken from those arrays in the order the instructions combine them, and
+``flashsim.trace.record`` reads each lane's registers out of them at every FS_TRACE point of
+fa_v5.cu (the same events the traced CUDA build records). The shared-memory instructions themselves,
+address by address, are replayed for the bank report by ``flashsim.kernels.banks.v5_ledger``.
 """
 
 from __future__ import annotations
@@ -30,9 +33,29 @@ def _sub(a, b):
     return fp32.add(a, b ^ np.uint32(0x80000000), ftz=True)
 
 
-def forward(q, k, v, softmax_scale) -> np.ndarray:
+def _maps(d: int):
+    """Where each traced register lives in this twin's per-CTA arrays (4 warp tiles each)."""
+    from flashsim.trace.record import reg_index
+
+    def c16(w, lane, r):  # a 16x16 f16 C tile as uint32 pairs (16, 8): {c0,c1} row g, {c2,c3} cols 8..15
+        return w * 128 + (lane // 4 + 8 * (r % 2)) * 8 + lane % 4 + 4 * (r // 2)
+
+    def group(w, lane, r):  # pass r of the softmax: row 2r + lane / 16, column lane % 16 of a (16, 16) tile
+        return w * 256 + (2 * (r % 8) + lane // 16) * 16 + lane % 16
+
+    def ml(w, lane, r):  # lane < 16 holds row lane's {m, l}
+        return np.where(lane < 16, w * 16 + lane, -1) + 0 * r
+
+    out = dict(rc=reg_index(4, c16), md=reg_index(8, group), ml=reg_index(1, ml))
+    for kk in range(0, d, 16):
+        out[kk] = reg_index(8, lambda w, lane, r, kk=kk: w * 16 * d + (2 * r + lane // 16) * d + kk + lane % 16)
+    return out
+
+
+def forward(q, k, v, softmax_scale, rec=None) -> np.ndarray:
     """O for q (batch, heads, N, d), k/v (batch, heads, M, d) as float16 bit patterns (uint16), with
-    ``softmax_scale`` the float32 the kernel receives. Returns O (uint16, the layout of q)."""
+    ``softmax_scale`` the float32 the kernel receives. Returns O (uint16, the layout of q). ``rec`` (a
+    flashsim.trace.record.Recorder) gets the events fa_v5.cu's FS_TRACE marks."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if np.asarray(x).dtype != np.uint16 or np.asarray(x).ndim != 4:
             raise bad_argument(name, getattr(x, "shape", x), "expected uint16 f16 bit patterns (batch, heads, seq, d)")
@@ -49,6 +72,17 @@ def forward(q, k, v, softmax_scale) -> np.ndarray:
     prev_m = np.full((t, 16), _INIT_M, np.uint32)           # init_ml: {m, l} = {-1e20, 0}
     prev_l = np.zeros((t, 16), np.uint32)
     lane = np.arange(16)
+    ctas = np.arange(t // 4)
+    if rec is not None and rec.rows(ctas).size == 0:
+        rec = None
+    mp = _maps(d) if rec is not None else None
+
+    def event(tag, *variables):  # per CTA: the 4 warp tiles of a CTA are consecutive
+        rec.event(tag, ctas, *[(x.reshape(t // 4, -1), ix) for x, ix in variables])
+
+    if rec is not None:
+        event("init_ml")
+        event("load_q")
     for j in range(0, m, 16):
         # mma_qk: S (16x16, f16 accumulator) over the d slices, n 0-7 then 8-15 per slice
         s = np.zeros((t, 16, 16), np.uint16)
@@ -58,6 +92,10 @@ def forward(q, k, v, softmax_scale) -> np.ndarray:
             bt = np.ascontiguousarray(kj[:, :, kk:kk + 16].transpose(0, 2, 1))  # B = K^T (K x N)
             s[:, :, 0:8] = mma_m16n8k16(a, np.ascontiguousarray(bt[:, :, 0:8]), s[:, :, 0:8].copy(), atype="f16", ctype="f16")
             s[:, :, 8:16] = mma_m16n8k16(a, np.ascontiguousarray(bt[:, :, 8:16]), s[:, :, 8:16].copy(), atype="f16", ctype="f16")
+        if rec is not None:
+            event("load_kv")
+            event("mma_qk", (s.view(np.uint32), mp["rc"]))
+            event("store_s")
         # softmax: x = h2f(S) * scale (FMUL.FTZ), {m, d} = {x, 1}, butterfly over 16 lanes (xor 8, 4, 2, 1)
         sf = cvt.cvt("cvt.f32.f16", s)                                       # HADD2.F32: exact
         x = fp32.mul(sf, np.full_like(sf, scale), ftz=True)
@@ -69,6 +107,12 @@ def forward(q, k, v, softmax_scale) -> np.ndarray:
             # FMUL.FTZ t, other_d, e_other ; FFMA.FTZ d, d, e_self, t
             vd = fp32.fma(vd, e_self, fp32.mul(od, e_other, ftz=True), ftz=True)
             vm = mm
+        # P = f2h(__expf(h2f(S) * scale - tile.m)): FFMA.FTZ, FMUL.FTZ, MUFU.EX2, F2FP.F16 (rn)
+        tile_m = vm[..., 0]
+        arg = fp32.fma(sf, np.full_like(sf, scale), np.broadcast_to((tile_m ^ np.uint32(0x80000000))[..., None], sf.shape).copy(), ftz=True)
+        p = cvt.cvt("cvt.rn.f16.f32", _expf(arg))
+        if rec is not None:
+            event("softmax", (vm, mp["md"]), (vd, mp["md"]), (p, mp["md"]))
         tile_m, tile_l = vm[..., 0], vd[..., 0]                              # lane 0 of each group stores
         # md_merge(prev, tile): FSETP.GT.FTZ prev.m > tile.m ; FSELs ; FADD.FTZ ; __expf ; FFMA.FTZ
         prev_wins = prev_m.view(np.float32) > tile_m.view(np.float32)
@@ -76,9 +120,6 @@ def forward(q, k, v, softmax_scale) -> np.ndarray:
         big_l, small_l = np.where(prev_wins, prev_l, tile_l), np.where(prev_wins, tile_l, prev_l)
         new_m = big_m
         new_l = fp32.fma(small_l, _expf(_sub(small_m, big_m)), big_l, ftz=True)
-        # P = f2h(__expf(h2f(S) * scale - tile.m)): FFMA.FTZ, FMUL.FTZ, MUFU.EX2, F2FP.F16 (rn)
-        arg = fp32.fma(sf, np.full_like(sf, scale), np.broadcast_to((tile_m ^ np.uint32(0x80000000))[..., None], sf.shape).copy(), ftz=True)
-        p = cvt.cvt("cvt.rn.f16.f32", _expf(arg))
         # mma_pv and update_o per 16-wide slice of d
         e_prev = _expf(_sub(prev_m, new_m))[..., None]
         e_tile = _expf(_sub(tile_m, new_m))[..., None]
@@ -90,11 +131,19 @@ def forward(q, k, v, softmax_scale) -> np.ndarray:
             zero = np.zeros((t, 16, 8), np.uint16)
             pv[:, :, 0:8] = mma_m16n8k16(p, np.ascontiguousarray(vj[:, :, kk:kk + 8]), zero, atype="f16", ctype="f16")
             pv[:, :, 8:16] = mma_m16n8k16(p, np.ascontiguousarray(vj[:, :, kk + 8:kk + 16]), zero, atype="f16", ctype="f16")
+            if rec is not None:
+                event("mma_pv", (pv.view(np.uint32), mp["rc"]))
+                event("store_o")
             old = cvt.cvt("cvt.f32.f16", o[:, :, kk:kk + 16])
             t2 = fp32.mul(np.broadcast_to(e_tile, old.shape).copy(), cvt.cvt("cvt.f32.f16", pv), ftz=True)
             r = fp32.fma(np.broadcast_to(t1, old.shape).copy(), old, t2, ftz=True)
             r = fp32.mul(r, np.broadcast_to(inv_l, old.shape).copy(), ftz=True)
             o[:, :, kk:kk + 16] = cvt.cvt("cvt.rn.f16.f32", r)
+            if rec is not None:
+                event("update_o", (o, mp[kk]))
+        if rec is not None:
+            new_m, new_l = np.ascontiguousarray(new_m), np.ascontiguousarray(new_l)
+            event("next_ml", (new_m, mp["ml"]), (new_l, mp["ml"]))
         prev_m, prev_l = new_m, new_l                                        # next_ml
     return o.reshape(b, h, n, d)
 
@@ -122,9 +171,9 @@ def check(kernel, q, k, v, softmax_scale=None):
     return args
 
 
-def run(q, k, v, softmax_scale=None, *, kernel: str = "v5") -> np.ndarray:
+def run(q, k, v, softmax_scale=None, *, kernel: str = "v5", rec=None) -> np.ndarray:
     """The twin with gpu.fa_kernels.run_fa's conventions: float16 (batch, seqlen, heads, d) in and out."""
     args = check(kernel, q, k, v, softmax_scale)
     bits = [np.ascontiguousarray(np.asarray(x).transpose(0, 2, 1, 3)).view(np.uint16) for x in (q, k, v)]
-    o = forward(*bits, np.float32(args.softmax_scale_f32))
+    o = forward(*bits, np.float32(args.softmax_scale_f32), rec=rec)
     return np.ascontiguousarray(o.transpose(0, 2, 1, 3)).view(np.float16)

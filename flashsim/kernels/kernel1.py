@@ -15,6 +15,9 @@ Each step names the SASS nvcc 13.0 emits for it (sm_90, -ftz=true as cupy's NVRT
 - O += P V: mma f32 chained over the four 16-key slices.
 - epilogue: l + shfl_xor(l, 1), then + shfl_xor(l, 2) (FADD.FTZ); ``1.0f / l``: rcp.rn.ftz.f32;
   ``O *= inv``: FMUL.FTZ; O -> 16 bits (F2FP).
+
+With a recorder (``flashsim.trace.record``) the twin records, at every FS_TRACE point of kernel1.cu,
+each lane's registers read out of its (rows, columns) tiles through the fragment layouts.
 """
 
 from __future__ import annotations
@@ -51,14 +54,29 @@ def check(q, k, v, softmax_scale=None, kernel: str = "kernel1"):
     return args
 
 
-def _ctas(q, k, v, o, scale, dtype, idx):
-    """CTAs ``idx`` of the grid (q_block fastest, then head, then batch)."""
+def _maps():
+    """Where each traced register lives in this twin's arrays (flashsim.trace.record)."""
+    from flashsim.trace.record import acc_index, afrag_index, quad_index
+
+    return dict(qf=afrag_index(0, 1, D_HEAD // 2, D_HEAD // 16), s=acc_index(0, 1, B_C, B_C // 8),
+                p=quad_index(0, 1, B_C // 4), row=quad_index(0, 1, 0, 4), o=acc_index(0, 1, D_HEAD, D_HEAD // 8),
+                pf=afrag_index(0, 1, B_C // 2, B_C // 16))
+
+
+def _ctas(q, k, v, o, scale, dtype, idx, rec=None):
+    """CTAs ``idx`` of the grid (q_block fastest, then head, then batch); ``rec`` (a
+    flashsim.trace.record.Recorder) gets the events kernel1.cu's FS_TRACE marks."""
+    if rec is not None and rec.rows(idx).size == 0:
+        rec = None
+    mp = _maps() if rec is not None else None
     b, n, h, d = q.shape
     nq = n // B_R
     qb, head, sample = idx % nq, (idx // nq) % h, idx // (nq * h)
     g = idx.size
     rows = qb[:, None] * B_R + np.arange(B_R)[None, :]                          # (g, 64)
     qt = q[sample[:, None], rows, head[:, None], :]                             # (g, 64, 128)
+    if rec is not None:
+        rec.event("load_q", idx, (qt.view(np.uint32), mp["qf"]))
     mt = MMA_TYPE[dtype]
     acc = np.zeros((g, B_R, D_HEAD), np.uint32)
     m = np.full((g, B_R, 4), NEG_INF, np.uint32)
@@ -68,7 +86,11 @@ def _ctas(q, k, v, o, scale, dtype, idx):
         keys = j * B_C + np.arange(B_C)[None, :]
         kj = k[sample[:, None], keys, head[:, None], :]                             # (g, 64, 128)
         vj = v[sample[:, None], keys, head[:, None], :]
+        if rec is not None:
+            rec.event("load_k", idx)
         s = gemm(qt, np.ascontiguousarray(kj.transpose(0, 2, 1)), np.zeros((g, B_R, B_C), np.uint32), atype=mt)
+        if rec is not None:
+            rec.event("mma_qk", idx, (s, mp["s"]))
         s = quad_split(fp32.mul(s, scale, ftz=True))                            # (g, 64, 4, 16)
         m_new = m
         for c in range(s.shape[-1]):
@@ -82,16 +104,26 @@ def _ctas(q, k, v, o, scale, dtype, idx):
         for c in range(1, p.shape[-1]):
             l = fp32.add(l, np.ascontiguousarray(p[..., c]), ftz=True)
         m = m_new
-        acc = gemm(narrow(quad_merge(p), dtype), vj, acc, atype=mt)
+        pf = narrow(quad_merge(p), dtype)
+        if rec is not None:
+            rec.event("softmax", idx, (m, mp["row"]), (l, mp["row"]), (p, mp["p"]), (acc, mp["o"]),
+                      (pf.view(np.uint32), mp["pf"]))
+            rec.event("load_v", idx)
+        acc = gemm(pf, vj, acc, atype=mt)
+        if rec is not None:
+            rec.event("mma_pv", idx, (acc, mp["o"]))
     for x in (1, 2):
         l = fp32.add(l, l[..., XOR[x]], ftz=True)
     inv = sfu.rcp_rn_ftz_f32(np.ascontiguousarray(l[..., 0]))
     acc = fp32.mul(acc, np.repeat(inv[..., None], D_HEAD, axis=-1), ftz=True)
+    if rec is not None:
+        rec.event("normalize", idx, (l, mp["row"]), (acc, mp["o"]))
+        rec.event("store_o", idx)
     o[sample[:, None], rows, head[:, None], :] = narrow(acc, dtype)
 
 
 def forward(q, k, v, softmax_scale, *, dtype: str = "float16", batch: int = 32, workers: int | None = None,
-            progress=None) -> np.ndarray:
+            progress=None, rec=None) -> np.ndarray:
     """O for q, k, v (batch, seqlen, heads, 128) as 16-bit patterns (uint16) of ``dtype``, with
     ``softmax_scale`` the float32 the kernel receives."""
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -103,14 +135,16 @@ def forward(q, k, v, softmax_scale, *, dtype: str = "float16", batch: int = 32, 
     if d != D_HEAD or n % B_R or k.shape != q.shape or v.shape != q.shape:
         raise bad_argument("q.shape", q.shape, "kernel1 needs q, k, v of one shape with d = 128 and seqlen % 64 == 0")
     o = np.zeros_like(q)
-    run_batches(lambda idx: _ctas(q, k, v, o, np.float32(softmax_scale), dtype, idx), np.arange(b * h * (n // B_R)), batch,
-                workers, progress)
+    if rec is not None:  # a recorder sees the CTAs in order, one batch at a time
+        workers = 1
+    run_batches(lambda idx: _ctas(q, k, v, o, np.float32(softmax_scale), dtype, idx, rec), np.arange(b * h * (n // B_R)),
+                batch, workers, progress)
     return o
 
 
-def run(q, k, v, softmax_scale=None, *, kernel: str = "kernel1") -> np.ndarray:
+def run(q, k, v, softmax_scale=None, *, kernel: str = "kernel1", rec=None) -> np.ndarray:
     """The twin with gpu.fa_kernels' conventions: (batch, seqlen, heads, 128) float16 or bfloat16 in and out."""
     args = check(q, k, v, softmax_scale, kernel)
     bits = [np.ascontiguousarray(np.asarray(x)).view(np.uint16) for x in (q, k, v)]
-    o = forward(*bits, np.float32(args.softmax_scale_f32), dtype=args.dtype)
+    o = forward(*bits, np.float32(args.softmax_scale_f32), dtype=args.dtype, rec=rec)
     return o.view(np.asarray(q).dtype)

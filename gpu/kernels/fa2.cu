@@ -39,7 +39,7 @@
 // Built with --use_fast_math (FA2's flags): exp2f is ex2.approx.ftz.f32, __logf is lg2.approx.ftz.f32 *
 // ln 2, 1.f / l is MUFU.RCP, all f32 arithmetic .FTZ. The twin is flashsim/kernels/fa2.py.
 
-#include "trace_tags.cuh"
+#include "trace.cuh"
 #include "warp_ops.cuh"
 
 namespace fa2 {
@@ -103,6 +103,7 @@ __device__ __forceinline__ void forward(const Params& p) {
 
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int g = lane / 4, t = lane % 4;
+    FS_TRACE_INIT();
     const int m_block = blockIdx.x, head = blockIdx.y, bidb = blockIdx.z;
     const int head_k = head / (p.heads / p.heads_k);
     const long long q_row = (long long)p.heads * kHeadDim, k_row = (long long)p.heads_k * kHeadDim;
@@ -123,7 +124,6 @@ __device__ __forceinline__ void forward(const Params& p) {
     }
 
     if ((p.is_causal || p.is_local || !even_mn) && n_block_max <= n_block_min) {
-        FS_TAG(empty);
 #pragma unroll
         for (int i = 0; i < kBlockM / 16; ++i) {
 #pragma unroll
@@ -133,16 +133,17 @@ __device__ __forceinline__ void forward(const Params& p) {
             }
         }
         if (tid < kBlockM && tid < rows_left) gLSE[tid] = __int_as_float(0x7f800000);
+        FS_TRACE(empty, 0, );
         return;
     }
 
     // Prologue: Q and the last K block in flight.
-    FS_TAG(load_q);
     copy_tile<kBlockM, kHeadDim>(sQ, gQ, q_row, rows_left, tid);
+    FS_TRACE(load_q, 0, );
     int n_block = n_block_max - 1;
-    FS_TAG(load_k);
     copy_tile<kBlockN, kHeadDim>(sK, gK + (long long)n_block * kBlockN * k_row, k_row, p.seqlen_k - n_block * kBlockN, tid);
     wops::cp_async_fence();
+    FS_TRACE(load_k, 0, );
 
     float acc_o[2][kDT][4];
 #pragma unroll
@@ -165,12 +166,11 @@ __device__ __forceinline__ void forward(const Params& p) {
             for (int n = 0; n < kNT; ++n) acc_s[m][n][0] = acc_s[m][n][1] = acc_s[m][n][2] = acc_s[m][n][3] = 0.0f;
         wops::cp_async_wait_all();
         __syncthreads();
-        FS_TAG(load_v);
         copy_tile<kBlockN, kHeadDim>(sV, gV + (long long)n_block * kBlockN * k_row, k_row,
                                      p.seqlen_k - n_block * kBlockN, tid);
         wops::cp_async_fence();
+        FS_TRACE(load_v, 0, );
 
-        FS_TAG(mma_qk);
 #pragma unroll
         for (int ks = 0; ks < kKS; ++ks) {
             unsigned qf[2][4];
@@ -189,7 +189,8 @@ __device__ __forceinline__ void forward(const Params& p) {
             }
         }
 
-        FS_TAG(mask);
+        FS_TRACE(mma_qk, 2 * kNT * 4, FS_PUT(acc_s));
+
         if (p.softcap > 0.0f) {
 #pragma unroll
             for (int m = 0; m < 2; ++m)
@@ -223,15 +224,16 @@ __device__ __forceinline__ void forward(const Params& p) {
             }
         }
 
+        FS_TRACE(mask, 2 * kNT * 4, FS_PUT(acc_s));
+
         wops::cp_async_wait_all();
         __syncthreads();
         if (n_block > n_block_min) {
-            FS_TAG(load_k);
             copy_tile<kBlockN, kHeadDim>(sK, gK + (long long)(n_block - 1) * kBlockN * k_row, k_row, kBlockN, tid);
             wops::cp_async_fence();
+            FS_TRACE(load_k, 0, );
         }
 
-        FS_TAG(softmax);
         const bool check_inf = masking ? (p.is_causal || p.is_local) : p.is_local;
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
@@ -275,7 +277,8 @@ __device__ __forceinline__ void forward(const Params& p) {
             }
         }
 
-        FS_TAG(mma_pv);
+        FS_TRACE(softmax, 8 + 2 * kNT * 4 + 2 * kDT * 4, FS_PUT(row_max); FS_PUT(row_sum); FS_PUT(acc_s); FS_PUT(acc_o));
+
 #pragma unroll
         for (int ks = 0; ks < kKP; ++ks) {
             unsigned pf[2][4];
@@ -297,10 +300,10 @@ __device__ __forceinline__ void forward(const Params& p) {
                 }
             }
         }
+        FS_TRACE(mma_pv, 2 * kDT * 4, FS_PUT(acc_o));
     }
 
     // Epilogue: normalize_softmax_lse, then O through sO (= sQ) to GMEM.
-    FS_TAG(normalize);
     float lse[2][2];
 #pragma unroll
     for (int m = 0; m < 2; ++m) {
@@ -319,7 +322,8 @@ __device__ __forceinline__ void forward(const Params& p) {
             }
         }
     }
-    FS_TAG(store_o);
+    FS_TRACE(normalize, 4 + 2 * kDT * 4, FS_PUT(lse); FS_PUT(acc_o));
+
 #pragma unroll
     for (int m = 0; m < 2; ++m) {
 #pragma unroll
@@ -348,6 +352,7 @@ __device__ __forceinline__ void forward(const Params& p) {
                 *reinterpret_cast<uint4*>(gO + r * q_row + c) = *reinterpret_cast<const uint4*>(sQ + smem_off<kBlockM>(r, c));
         }
     }
+    FS_TRACE(store_o, 0, );
 }
 
 }  // namespace fa2

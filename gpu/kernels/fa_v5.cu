@@ -33,7 +33,7 @@
 //
 // No CUDA headers: fp16 conversions are inline PTX cvt, so NVRTC needs no include path to the toolkit.
 
-#include "trace_tags.cuh"
+#include "trace.cuh"
 #include "warp_ops.cuh"
 
 namespace fa5 {
@@ -139,31 +139,31 @@ __device__ __forceinline__ void forward(const unsigned short* __restrict__ Q, co
     MD_F* w_prev = ml_prev + warp * kBr;
     MD_F* w_tile = ml_tile + warp * kBr;
     MD_F* w_new = ml_new + warp * kBr;
+    FS_TRACE_INIT();
 
-    FS_TAG(init_ml);
     for (int r = lane; r < kBr; r += 32) {
         w_prev[r] = MD_F{-1e20f, 0.0f};
         w_tile[r] = MD_F{-1e20f, 0.0f};
     }
-    FS_TAG(load_q);
+    FS_TRACE(init_ml, 0, );
     for (int i = lane * 8; i < kBr * d; i += 32 * 8) {
         *reinterpret_cast<uint4*>(w_Q + qkv_addr<kSwizzle>(i)) = *reinterpret_cast<const uint4*>(Q + qo_off + i);
     }
     __syncwarp();
+    FS_TRACE(load_q, 0, );
 
     unsigned ra[4], rb[4];
     for (int kv = 0; kv < M; kv += kBc) {
         unsigned rc[4] = {0u, 0u, 0u, 0u};
 
-        FS_TAG(load_kv);
         for (int i = threadIdx.x * 8; i < kBc * d; i += blockDim.x * 8) {
             const size_t g = kv_off + (size_t)kv * d + i;
             *reinterpret_cast<uint4*>(s_K + qkv_addr<kSwizzle>(i)) = *reinterpret_cast<const uint4*>(K + g);
             *reinterpret_cast<uint4*>(s_V + qkv_addr<kSwizzle>(i)) = *reinterpret_cast<const uint4*>(V + g);
         }
         __syncthreads();
+        FS_TRACE(load_kv, 0, );
 
-        FS_TAG(mma_qk);
         for (int k = 0; k < d; k += kBd) {
             // A = Q[:, k:k+16]: matrices (rows 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15)
             wops::ldmatrix_x4(ra, w_Q + qkv_addr<kSwizzle>(k + (lane % 16) * d + (lane / 16) * 8));
@@ -172,11 +172,15 @@ __device__ __forceinline__ void forward(const unsigned short* __restrict__ Q, co
             mma_f16(rc[0], rc[1], ra, rb[0], rb[1], rc[0], rc[1]);
             mma_f16(rc[2], rc[3], ra, rb[2], rb[3], rc[2], rc[3]);
         }
-        FS_TAG(store_s);
+        FS_TRACE(mma_qk, 4, FS_PUT(rc));
         store_c16<kSwizzle>(w_QK, rc, lane);
         __syncwarp();
+        FS_TRACE(store_s, 0, );
 
-        FS_TAG(softmax);
+#ifdef FS_TRACE_BUILD
+        float md_m[kBr / 2], md_d[kBr / 2];
+        unsigned short p_h[kBr / 2];
+#endif
 #pragma unroll
         for (int p = 0; p < kBr / 2; ++p) {
             const int row = p * 2 + lane / 16;  // row in the warp's tile
@@ -189,11 +193,17 @@ __device__ __forceinline__ void forward(const unsigned short* __restrict__ Q, co
                 w_new[row] = md_merge(w_prev[row], v);
             }
             __syncwarp();
-            w_S[at] = f2h(__expf(h2f(w_QK[at]) * softmax_scale - w_tile[row].m));
+            const unsigned short ph = f2h(__expf(h2f(w_QK[at]) * softmax_scale - w_tile[row].m));
+            w_S[at] = ph;
             __syncwarp();
+#ifdef FS_TRACE_BUILD
+            md_m[p] = v.m;
+            md_d[p] = v.d;
+            p_h[p] = ph;
+#endif
         }
+        FS_TRACE(softmax, 3 * (kBr / 2), FS_PUT(md_m); FS_PUT(md_d); FS_PUT(p_h));
 
-        FS_TAG(mma_pv);
         wops::ldmatrix_x4(ra, w_S + tile_addr<kSwizzle>((lane % 16) * kBc + (lane / 16) * 8));
         for (int k = 0; k < d; k += kBd) {
             rc[0] = rc[1] = rc[2] = rc[3] = 0u;
@@ -201,11 +211,14 @@ __device__ __forceinline__ void forward(const unsigned short* __restrict__ Q, co
             wops::ldmatrix_x4_trans(rb, s_V + qkv_addr<kSwizzle>(k + (lane % 16) * d + (lane / 16) * 8));
             mma_f16(rc[0], rc[1], ra, rb[0], rb[1], rc[0], rc[1]);
             mma_f16(rc[2], rc[3], ra, rb[2], rb[3], rc[2], rc[3]);
-            FS_TAG(store_o);
+            FS_TRACE(mma_pv, 4, FS_PUT(rc));
             store_c16<kSwizzle>(w_O, rc, lane);
             __syncwarp();
+            FS_TRACE(store_o, 0, );
 
-            FS_TAG(update_o);
+#ifdef FS_TRACE_BUILD
+            unsigned short o_h[kBr / 2];
+#endif
 #pragma unroll
             for (int p = 0; p < kBr / 2; ++p) {
                 const int row = p * 2 + lane / 16;
@@ -215,13 +228,21 @@ __device__ __forceinline__ void forward(const unsigned short* __restrict__ Q, co
                 const float e_prev = __expf(prev.m - nw.m);
                 const float e_tile = __expf(tile.m - nw.m);
                 const float inv_l = 1.0f / nw.d;
-                O[out] = f2h(inv_l * (prev.d * e_prev * h2f(O[out]) + e_tile * h2f(w_O[so])));
+                const unsigned short oh = f2h(inv_l * (prev.d * e_prev * h2f(O[out]) + e_tile * h2f(w_O[so])));
+                O[out] = oh;
+#ifdef FS_TRACE_BUILD
+                o_h[p] = oh;
+#endif
             }
             __syncwarp();  // s_O is rewritten by the next slice
+            FS_TRACE(update_o, kBr / 2, FS_PUT(o_h));
         }
 
-        FS_TAG(next_ml);
         if (lane < kBr) w_prev[lane] = w_new[lane];
+#ifdef FS_TRACE_BUILD
+        const MD_F nm = lane < kBr ? w_new[lane] : MD_F{0.0f, 0.0f};
+#endif
+        FS_TRACE(next_ml, 2, FS_PUT(nm.m); FS_PUT(nm.d));
         __syncthreads();
     }
 }

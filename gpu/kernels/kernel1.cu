@@ -29,7 +29,7 @@
 // Compiled by NVRTC with its default options (cupy adds -ftz=true), so the C++ float arithmetic above is
 // FMUL/FADD/FFMA.FTZ; expf is the library's accurate expf. The twin is flashsim/kernels/kernel1.py.
 
-#include "trace_tags.cuh"
+#include "trace.cuh"
 #include "warp_ops.cuh"
 
 namespace k1 {
@@ -69,9 +69,9 @@ __device__ __forceinline__ void forward(const unsigned short* __restrict__ Q, co
     const long long sample_head = (long long)sample * seq_len * seq_stride + (long long)head * kD;
     const long long qo_off = sample_head + ((long long)q_block * kBr + warp * kRowsPerWarp) * seq_stride;
     unsigned short* w_Q = s_Q + warp * kRowsPerWarp * kD;
+    FS_TRACE_INIT();
 
     // Prologue: Q -> SMEM -> RF; m = -inf, l = 0, O = 0.
-    FS_TAG(load_q);
     warp_gm2sm(w_Q, Q + qo_off, seq_stride, lane);
     wops::cp_async_fence();
     float o[kDT][4];
@@ -84,17 +84,17 @@ __device__ __forceinline__ void forward(const unsigned short* __restrict__ Q, co
     unsigned qf[kKQ][4];
 #pragma unroll
     for (int k = 0; k < kKQ; ++k) wops::ldmatrix_x4(qf[k], w_Q + (lane % 16) * kD + k * 16 + (lane / 16) * 8);
+    FS_TRACE(load_q, kKQ * 4, FS_PUT(qf));
 
     const int n_kv_blocks = seq_len / kBc;
     for (int j = 0; j < n_kv_blocks; ++j) {
         const long long kv_off = sample_head + ((long long)j * kBc + warp * kRowsPerWarp) * seq_stride;
-        FS_TAG(load_k);
         warp_gm2sm(s_K + warp * kRowsPerWarp * kD, K + kv_off, seq_stride, lane);
         wops::cp_async_fence();
         wops::cp_async_wait_all();
         __syncthreads();
+        FS_TRACE(load_k, 0, );
 
-        FS_TAG(mma_qk);
         float s[kNT][4];
 #pragma unroll
         for (int n = 0; n < kNT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
@@ -110,7 +110,8 @@ __device__ __forceinline__ void forward(const unsigned short* __restrict__ Q, co
             }
         }
 
-        FS_TAG(softmax);
+        FS_TRACE(mma_qk, kNT * 4, FS_PUT(s));
+
 #pragma unroll
         for (int n = 0; n < kNT; ++n)
 #pragma unroll
@@ -154,13 +155,14 @@ __device__ __forceinline__ void forward(const unsigned short* __restrict__ Q, co
             pf[k][3] = wops::cvt_pair<kBF16>(s[2 * k + 1][2], s[2 * k + 1][3]);
         }
 
-        FS_TAG(load_v);
+        FS_TRACE(softmax, 4 + kNT * 4 + kDT * 4 + kKP * 4, FS_PUT(m); FS_PUT(l); FS_PUT(s); FS_PUT(o); FS_PUT(pf));
+
         warp_gm2sm(s_V + warp * kRowsPerWarp * kD, V + kv_off, seq_stride, lane);
         wops::cp_async_fence();
         wops::cp_async_wait_all();
         __syncthreads();
+        FS_TRACE(load_v, 0, );
 
-        FS_TAG(mma_pv);
 #pragma unroll
         for (int k = 0; k < kKP; ++k) {
 #pragma unroll
@@ -172,10 +174,10 @@ __device__ __forceinline__ void forward(const unsigned short* __restrict__ Q, co
                 wops::mma_f32<kBF16>(o[n + 1], pf[k], vf[2], vf[3]);
             }
         }
+        FS_TRACE(mma_pv, kDT * 4, FS_PUT(o));
     }
 
     // Epilogue
-    FS_TAG(normalize);
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
         l[i] += wops::shfl_xor(l[i], 1);
@@ -187,7 +189,8 @@ __device__ __forceinline__ void forward(const unsigned short* __restrict__ Q, co
             o[n][2 * i + 1] *= inv;
         }
     }
-    FS_TAG(store_o);
+    FS_TRACE(normalize, 2 + kDT * 4, FS_PUT(l); FS_PUT(o));
+
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int n = 0; n < kDT; ++n) {
@@ -203,6 +206,7 @@ __device__ __forceinline__ void forward(const unsigned short* __restrict__ Q, co
             *reinterpret_cast<uint4*>(O + qo_off + row * seq_stride + col) = *reinterpret_cast<const uint4*>(w_Q + row * kD + col);
         }
     }
+    FS_TRACE(store_o, 0, );
 }
 
 }  // namespace k1

@@ -1,0 +1,187 @@
+"""Recording (and forcing) the twins' per-warp register state at their trace tags.
+
+A twin batches CTAs and keeps each value where its arithmetic wants it (a CTA's accumulator as a
+(rows, columns) array, a quad's partial sums as (rows, 4), ...). ``reg_index`` gives, for one variable,
+which element of that array lane ``l`` of warp ``w`` holds as register ``r`` (the fragment layouts of the
+PTX ISA: mma accumulators, ldmatrix A fragments, the 16-lane softmax groups of v5); the recorder gathers
+those elements into the (32 lanes x registers) tables the GPU writes (gpu/kernels/trace.cuh), per CTA and
+warp, in the order ``flashsim.trace.spec.registers`` lists.
+
+Forcing: given a reference trace (a GPU recording), the recorder also writes the reference's registers
+back into the twin's arrays at every event up to a chosen sequence number, after recording the twin's
+own values. Since every event records what its step wrote (spec.py), the twin then continues from the
+GPU's state: events up to that point that still differ are steps that introduce a difference by
+themselves (``flashsim.trace.replay``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Iterable
+
+import numpy as np
+
+from flashsim.errors import bad_argument
+from flashsim.trace import spec
+
+WARPS = 4  # every traced kernel runs 4 warps per CTA
+LANES = 32
+
+
+@dataclass(frozen=True)
+class RegEvent:
+    """One recorded event: ``regs[lane, r]`` is register r of the lane as 32 bits."""
+
+    cta: int
+    warp: int
+    seq: int
+    tag: str
+    regs: np.ndarray
+
+
+def reg_index(nregs: int, fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+    """(WARPS, 32, nregs) flat element indices from ``fn(warp, lane, reg)`` (broadcast int64 arrays);
+    an index of -1 is a register the lane does not hold (recorded as 0)."""
+    w = np.arange(WARPS)[:, None, None]
+    lane = np.arange(LANES)[None, :, None]
+    r = np.arange(nregs)[None, None, :]
+    out = np.broadcast_to(fn(w, lane, r), (WARPS, LANES, nregs))
+    out = np.ascontiguousarray(out, dtype=np.int64)
+    out.setflags(write=False)
+    return out
+
+
+@lru_cache(maxsize=None)
+def acc_index(rows_per_m: int, m_tiles: int, row_len: int, n_tiles: int, col0: int = 0) -> np.ndarray:
+    """An m16n8 f32 accumulator ``x[m][n][e]`` of each warp in a (rows, row_len) array: warp w's m-tile m
+    starts at row 16 w + rows_per_m m; register e of n-tile n of lane (g, t) is row + g + 8 (e // 2),
+    column col0 + 8 n + 2 t + e % 2."""
+    def fn(w, lane, r):
+        m, n, e = r // (4 * n_tiles), (r // 4) % n_tiles, r % 4
+        row = 16 * w + rows_per_m * m + lane // 4 + 8 * (e // 2)
+        return row * row_len + col0 + 8 * n + 2 * (lane % 4) + e % 2
+    return reg_index(m_tiles * n_tiles * 4, fn)
+
+
+@lru_cache(maxsize=None)
+def quad_index(rows_per_m: int, m_tiles: int, n_vals: int, per_lane: int = 4) -> np.ndarray:
+    """A quad-split row value ``x[m][n][e]`` kept as (rows, 4 lanes, n_vals) (``quad_split``), or, with
+    n_vals == 0, a per-row value ``x[m][i]`` kept as (rows, per_lane) (per_lane 4: each lane its own; 1:
+    one per row)."""
+    if n_vals == 0:
+        def fn(w, lane, r):
+            m, i = r // 2, r % 2
+            row = 16 * w + rows_per_m * m + lane // 4 + 8 * i
+            return row * per_lane + (lane % 4 if per_lane == 4 else 0)
+        return reg_index(m_tiles * 2, fn)
+    n_tiles = n_vals // 2
+
+    def fn(w, lane, r):
+        m, n, e = r // (4 * n_tiles), (r // 4) % n_tiles, r % 4
+        row = 16 * w + rows_per_m * m + lane // 4 + 8 * (e // 2)
+        return (row * 4 + lane % 4) * n_vals + 2 * n + e % 2
+    return reg_index(m_tiles * n_tiles * 4, fn)
+
+
+@lru_cache(maxsize=None)
+def afrag_index(rows_per_m: int, m_tiles: int, pairs_per_row: int, k_slices: int) -> np.ndarray:
+    """An ldmatrix.x4 / mma A fragment ``x[(m)][k][r]`` of packed 16-bit pairs in a (rows, pairs_per_row)
+    uint32 view: register r of lane (g, t) is row g + 8 (r % 2), columns 16 k + 8 (r // 2) + 2 t, +1."""
+    def fn(w, lane, r):
+        m, k, q = r // (4 * k_slices), (r // 4) % k_slices, r % 4
+        row = 16 * w + rows_per_m * m + lane // 4 + 8 * (q % 2)
+        return row * pairs_per_row + 8 * k + 4 * (q // 2) + lane % 4
+    return reg_index(m_tiles * k_slices * 4, fn)
+
+
+def _as_u32(values: np.ndarray) -> np.ndarray:
+    if values.dtype == np.uint32:
+        return values
+    if values.dtype == np.uint16:
+        return values.astype(np.uint32)
+    raise bad_argument("array", values.dtype, "a traced variable must hold uint16 or uint32 bit patterns")
+
+
+@dataclass
+class Recorder:
+    """Collects the events of the CTAs ``ctas`` (None: all) and warps ``warps`` (None: all 4).
+
+    ``sink`` (optional) gets ``add_event(cta, warp, seq, tag, regs)`` for each event (a TraceWriter);
+    without one the events stay in ``events``. ``reference`` (a mapping (cta, warp, seq) -> (tag, regs))
+    with ``force_through`` (a sequence number, or None for every event) turns on forcing."""
+
+    kernel: str
+    ctas: Iterable[int] | None = None
+    warps: Iterable[int] | None = None
+    sink: object = None
+    reference: dict | None = None
+    force_through: int | None = None
+    events: list = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.kernel not in spec.KERNELS:
+            raise bad_argument("kernel", self.kernel, f"expected one of {spec.KERNELS}")
+        self._ctas = None if self.ctas is None else np.unique(np.asarray(list(self.ctas), np.int64))
+        warps = range(WARPS) if self.warps is None else sorted(set(int(w) for w in self.warps))
+        for w in warps:
+            if not 0 <= w < WARPS:
+                raise bad_argument("warps", w, f"a CTA of these kernels has warps 0..{WARPS - 1}")
+        self._warps = list(warps)
+        self._seq: dict[int, int] = {}
+        self.forced = 0
+
+    def rows(self, cta_ids: np.ndarray) -> np.ndarray:
+        """Positions in ``cta_ids`` of the CTAs this recorder records."""
+        cta_ids = np.asarray(cta_ids, np.int64)
+        if self._ctas is None:
+            return np.arange(cta_ids.size)
+        return np.nonzero(np.isin(cta_ids, self._ctas))[0]
+
+    def event(self, tag: str, cta_ids, *variables: tuple[np.ndarray, np.ndarray]) -> None:
+        """Record ``tag`` for the CTAs ``cta_ids`` (one per leading row of every variable): each variable is
+        (array (len(cta_ids), ...), index from ``reg_index``)."""
+        sel = self.rows(cta_ids)
+        if sel.size == 0:
+            return
+        cta_ids = np.asarray(cta_ids, np.int64)
+        flats = []
+        for arr, idx in variables:
+            if self.reference is not None and not arr.flags.c_contiguous:
+                raise bad_argument("variables", arr.shape, f"{tag}: a forced variable must be C-contiguous "
+                                                           "(forcing writes through a reshaped view)")
+            flats.append((arr.reshape(arr.shape[0], -1), idx))
+        for row in sel:
+            cta = int(cta_ids[row])
+            seq = self._seq.get(cta, 0)
+            self._seq[cta] = seq + 1
+            for w in self._warps:
+                parts = []
+                for flat, idx in flats:
+                    ix = idx[w]
+                    vals = _as_u32(flat[row][np.maximum(ix, 0)])
+                    parts.append(np.where(ix >= 0, vals, np.uint32(0)).astype(np.uint32))
+                regs = np.concatenate(parts, axis=1) if parts else np.zeros((LANES, 0), np.uint32)
+                if self.sink is not None:
+                    self.sink.add_event(cta, w, seq, tag, regs)
+                else:
+                    self.events.append(RegEvent(cta, w, seq, tag, regs))
+                if self.reference is not None and (self.force_through is None or seq <= self.force_through):
+                    self._force(cta, w, seq, tag, row, flats)
+
+    def _force(self, cta, w, seq, tag, row, flats) -> None:
+        ref = self.reference.get((cta, w, seq))
+        if ref is None:
+            return
+        ref_tag, ref_regs = ref
+        if ref_tag != tag:
+            return  # the programs went different ways: nothing to force
+        off = 0
+        for flat, idx in flats:
+            ix = idx[w]
+            nr = ix.shape[1]
+            vals = ref_regs[:, off:off + nr]
+            off += nr
+            ok = ix >= 0
+            flat[row][ix[ok]] = vals[ok].astype(flat.dtype)
+        self.forced += 1

@@ -386,16 +386,21 @@ def compare(pats: list[Pattern], launches: list[dict] | None, chosen: dict | Non
                     if mw is None:
                         row.status = "no metric"
                     else:
-                        ok_wf = mw == wf
-                        ok_cf = mc is None or mc == cf
                         row.matches = [n for n, w in (("sm_90", wf), ("phases", wf2)) if mw == w]
-                        row.status = "agree" if ok_wf and ok_cf else "DIFFER"
+                        row.status = _judge(row)
                         if p.kernel.startswith("bank_ldgsts_cg") and mw == 0:
                             # measured on sm_90 with ncu 2025.3: cp.async.cg (L1 bypass) is not counted
                             # by any instruction-level ldgsts counter, so there is nothing to compare
                             row.status = "not counted by ncu"
         rows.append(row)
     return rows
+
+
+def _judge(row: Row) -> str:
+    """'agree' when the measured wavefronts (and conflicts, where a counter exists) are the predicted ones."""
+    ok = row.measured_wavefronts == row.predicted_wavefronts and (
+        row.measured_conflicts is None or row.measured_conflicts == row.predicted_conflicts)
+    return "agree" if ok else "DIFFER"
 
 
 def _fmt(v) -> str:
@@ -471,9 +476,7 @@ def main(argv=None) -> int:
             r.predicted_wavefronts, r.predicted_conflicts = p.predict(SM90)
             r.pair_broadcast_wavefronts = p.predict(PHASES)[0]
             if r.measured_wavefronts is not None and r.status in ("agree", "DIFFER"):
-                ok = r.measured_wavefronts == r.predicted_wavefronts and (
-                    r.measured_conflicts is None or r.measured_conflicts == r.predicted_conflicts)
-                r.status = "agree" if ok else "DIFFER"
+                r.status = _judge(r)
             rows.append(r)
         meta = dict(old["meta"], repredicted=meta["date"])
         print(write_report(rows, out, meta))

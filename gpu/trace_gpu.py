@@ -15,7 +15,7 @@ import numpy as np
 
 from flashsim.errors import bad_argument
 from flashsim.trace import spec
-from flashsim.trace.record import LANES, WARPS, RegEvent
+from flashsim.trace.record import LANES, RegEvent, check_filter
 from gpu import fa_kernels, runtime
 
 
@@ -75,18 +75,9 @@ class Armed:
 
     def __init__(self, kernel: str, prep, args, ctas, warps, cap_words: int | None):
         headdim, steps, n_ctas = spec.instance(kernel, args)
-        ctas = sorted(set(int(c) for c in ctas))
-        for c in ctas:
-            if not 0 <= c < n_ctas:
-                raise bad_argument("ctas", c, f"the grid has CTAs 0..{n_ctas - 1}")
-        warps = list(range(WARPS)) if warps is None else sorted(set(int(w) for w in warps))
-        for w in warps:
-            if not 0 <= w < WARPS:
-                raise bad_argument("warps", w, f"a CTA has warps 0..{WARPS - 1}")
+        ctas, warps = check_filter(ctas, warps, n_ctas)
         self.need = spec.warp_words(kernel, headdim, steps)
-        cap = self.need if cap_words is None else int(cap_words)
-        if cap < 2:
-            raise bad_argument("cap_words", cap_words, "a warp's buffer needs at least its 2 counter words")
+        cap = _capacity(cap_words, self.need)
         cupy = runtime.require_gpu()
         slot = np.full(n_ctas, -1, np.int32)
         slot[ctas] = np.arange(len(ctas), dtype=np.int32)
@@ -123,14 +114,26 @@ class Armed:
         return events, used
 
 
+def _capacity(cap_words, need: int) -> int:
+    cap = need if cap_words is None else cap_words
+    if not isinstance(cap, (int, np.integer)) or isinstance(cap, bool) or not 2 <= cap < 2**32:
+        raise bad_argument("cap_words", cap_words, "expected the words per recorded warp, an int from 2 (its "
+                                                   "counters) to 2**32 - 1")
+    return int(cap)
+
+
 def arm(kernel: str, q, k, v, softmax_scale=None, *, ctas=(0,), warps=None, cap_words: int | None = None,
         **kw) -> Armed:
     """The traced build of ``kernel`` on numpy inputs, armed to record the CTAs ``ctas`` (linear ids
-    x + X (y + Y z)) and warps ``warps`` (None: all 4)."""
+    x + X (y + Y z)) and warps ``warps`` (None: all 4). Every argument is checked before the GPU is used."""
     from flashsim.attention import check_args
 
+    args = check_args(q, k, v, softmax_scale=softmax_scale, **kw)
+    headdim, steps, n_ctas = spec.instance(kernel, args)
+    check_filter(ctas, warps, n_ctas)
+    _capacity(cap_words, spec.warp_words(kernel, headdim, steps))
     prep = fa_kernels.prepare(kernel, q, k, v, softmax_scale, trace=True, **kw)
-    return Armed(kernel, prep, check_args(q, k, v, softmax_scale=softmax_scale, **kw), ctas, warps, cap_words)
+    return Armed(kernel, prep, args, ctas, warps, cap_words)
 
 
 def record(kernel: str, q, k, v, softmax_scale=None, *, ctas=(0,), warps=None, cap_words: int | None = None,

@@ -351,3 +351,61 @@ def test_gpu_buffer_decoding(runs):
     bad[0] = 10**7
     with pytest.raises(ValueError, match="corrupt"):
         decode(bad, 1, 2, "fa2", run.meta["instance_headdim"])
+
+
+def test_ulp_distance():
+    from flashsim.trace.diff import ulp_distance
+
+    one = int(np.float32(1).view(np.uint32))
+    assert ulp_distance(one, one + 1, "f32") == 1
+    assert ulp_distance(0x80000000, 0, "f32") == 0                       # -0 and +0
+    assert ulp_distance(0x80000001, 0x00000001, "f32") == 2              # across zero
+    assert ulp_distance(0x7FC00000, one, "f32") == -1                    # NaN: no distance
+    assert ulp_distance(0x7F800000, 0x7F7FFFFF, "f32") == 1              # inf is one past the largest
+    h1 = int(np.float16(1).view(np.uint16))
+    assert ulp_distance(h1 | (h1 << 16), (h1 + 3) | (h1 << 16), "f16x2") == 3
+    assert ulp_distance(h1 | (0x7E00 << 16), h1 | (h1 << 16), "f16x2") == -1
+    assert ulp_distance(0xABCD0000 | h1, h1 + 2, "f16") == 2              # low half only
+    b1 = int(np.float32(1).view(np.uint32)) >> 16
+    assert ulp_distance(b1 | (b1 << 16), b1 | ((b1 + 5) << 16), "bf16x2") == 5
+    got = ulp_distance(np.array([one, 0x80000000]), np.array([one + 7, 0]), "f32")
+    assert got.tolist() == [7, 0]
+
+
+def test_bad_filters_and_parameters_are_named(capsys):
+    from flashsim import ArgumentError
+    from flashsim.cli import main
+
+    for bad in ("x", "3-1", ","):
+        assert main(["trace", "record", "--kernel", "v5", "--seqlen", "64", "--backend", "sim", "--cta", bad,
+                     "-o", "/nonexistent/x.fstrace"]) == 2
+        assert "--cta" in capsys.readouterr().err
+    assert main(["trace", "record", "--kernel", "v5", "--seqlen", "64", "--backend", "sim", "--warp", "0-7",
+                 "-o", "/nonexistent/x.fstrace"]) == 2
+    assert "warps=4" in capsys.readouterr().err
+    with pytest.raises(ArgumentError, match="kind"):
+        session.make_params("fa2", kind="huge")
+    with pytest.raises(ArgumentError, match="tag"):
+        spec.registers("fa2", "nope")
+    with pytest.raises(ArgumentError, match="headdim"):
+        spec.registers("fa2", "mma_qk", 96)
+
+
+def test_gpu_trace_arguments_are_checked_before_the_gpu():
+    pytest.importorskip("gpu.trace_gpu")
+    from flashsim import ArgumentError
+    from gpu import trace_gpu
+
+    case = make_case(session.make_params(**SMALL["kernel1"]))       # 2 CTAs
+    for kw, name in ((dict(ctas=[2]), "ctas=2"), (dict(ctas=[-1]), "ctas=-1"), (dict(warps=[4]), "warps=4"),
+                     (dict(cap_words=1), "cap_words=1"), (dict(cap_words=2.5), "cap_words=2.5")):
+        with pytest.raises(ArgumentError, match=name):
+            trace_gpu.arm("kernel1", case.q, case.k, case.v, **kw)
+
+
+def test_cli_diff_refuses_traces_of_different_kernels(tmp_path, runs, capsys):
+    from flashsim.cli import main
+
+    a, b = session.write(runs["v5"], tmp_path / "a.fstrace"), session.write(runs["kernel1"], tmp_path / "b.fstrace")
+    assert main(["trace", "diff", str(a), str(b)]) == 2
+    assert "differ in kernel" in capsys.readouterr().err

@@ -36,6 +36,7 @@ from flashsim.kernels.common import (MMA_TYPE, NEG_INF, POS_INF, SIGN, XOR, ZERO
                                      quad_split, run_batches)
 from flashsim.numerics import fp32, sfu
 from flashsim.numerics.mma import gemm
+from flashsim.trace.record import acc_index, active, quad_index
 
 BLOCK_M = 128
 #: head dim of the instance -> kBlockN (hdim 128: seed 000's 128 x 32; hdim 64: 128 x 64)
@@ -140,7 +141,6 @@ def problem_from_args(args) -> Problem:
 
 def _maps(pb: Problem):
     """Where each traced register lives in this twin's arrays (flashsim.trace.record)."""
-    from flashsim.trace.record import acc_index, quad_index
 
     bn, d = pb.block_n, pb.headdim
     return dict(acc_s=acc_index(64, 2, bn, bn // 8), p=quad_index(64, 2, bn // 4), row=quad_index(64, 2, 0, 4),
@@ -151,8 +151,7 @@ def _ctas(pb: Problem, q, k, v, o, lse, idx, rec=None):
     """Run the CTAs ``idx`` (linear over (m_block, head, batch), m_block fastest) to completion; ``rec`` (a
     flashsim.trace.record.Recorder) gets the events fa2.cu's FS_TRACE marks."""
     d, bn, mt = pb.headdim, pb.block_n, MMA_TYPE[pb.dtype]
-    if rec is not None and rec.rows(idx).size == 0:
-        rec = None
+    rec = active(rec, idx)
     mp = _maps(pb) if rec is not None else None
     m_block = idx % pb.m_blocks
     head = (idx // pb.m_blocks) % pb.heads

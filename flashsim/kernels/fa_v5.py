@@ -18,6 +18,7 @@ import numpy as np
 from flashsim.errors import bad_argument
 from flashsim.numerics import cvt, fp32, sfu
 from flashsim.numerics.mma import mma_m16n8k16
+from flashsim.trace.record import active, reg_index
 
 _LOG2E = np.uint32(0x3FB8AA3B)  # 1.4426950216293334961, the constant of __expf
 _INIT_M = np.float32(-1e20).view(np.uint32)
@@ -35,7 +36,6 @@ def _sub(a, b):
 
 def _maps(d: int):
     """Where each traced register lives in this twin's per-CTA arrays (4 warp tiles each)."""
-    from flashsim.trace.record import reg_index
 
     def c16(w, lane, r):  # a 16x16 f16 C tile as uint32 pairs (16, 8): {c0,c1} row g, {c2,c3} cols 8..15
         return w * 128 + (lane // 4 + 8 * (r % 2)) * 8 + lane % 4 + 4 * (r // 2)
@@ -73,8 +73,7 @@ def forward(q, k, v, softmax_scale, rec=None) -> np.ndarray:
     prev_l = np.zeros((t, 16), np.uint32)
     lane = np.arange(16)
     ctas = np.arange(t // 4)
-    if rec is not None and rec.rows(ctas).size == 0:
-        rec = None
+    rec = active(rec, ctas)
     mp = _maps(d) if rec is not None else None
 
     def event(tag, *variables):  # per CTA: the 4 warp tiles of a CTA are consecutive

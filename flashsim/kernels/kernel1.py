@@ -29,6 +29,7 @@ from flashsim.kernels.common import (MMA_TYPE, NEG_INF, SIGN, XOR, f32, narrow, 
                                      run_batches)
 from flashsim.numerics import cuda_math, fp32, sfu
 from flashsim.numerics.mma import gemm
+from flashsim.trace.record import acc_index, active, afrag_index, quad_index
 
 B_R = B_C = 64
 D_HEAD = 128
@@ -56,7 +57,6 @@ def check(q, k, v, softmax_scale=None, kernel: str = "kernel1"):
 
 def _maps():
     """Where each traced register lives in this twin's arrays (flashsim.trace.record)."""
-    from flashsim.trace.record import acc_index, afrag_index, quad_index
 
     return dict(qf=afrag_index(0, 1, D_HEAD // 2, D_HEAD // 16), s=acc_index(0, 1, B_C, B_C // 8),
                 p=quad_index(0, 1, B_C // 4), row=quad_index(0, 1, 0, 4), o=acc_index(0, 1, D_HEAD, D_HEAD // 8),
@@ -66,8 +66,7 @@ def _maps():
 def _ctas(q, k, v, o, scale, dtype, idx, rec=None):
     """CTAs ``idx`` of the grid (q_block fastest, then head, then batch); ``rec`` (a
     flashsim.trace.record.Recorder) gets the events kernel1.cu's FS_TRACE marks."""
-    if rec is not None and rec.rows(idx).size == 0:
-        rec = None
+    rec = active(rec, idx)
     mp = _maps() if rec is not None else None
     b, n, h, d = q.shape
     nq = n // B_R

@@ -15,18 +15,28 @@ import sys
 from pathlib import Path
 
 
-def _ints(text: str) -> list[int]:
-    """'0,3,5-7' -> [0, 3, 5, 6, 7]."""
+def _ints(option: str, text: str) -> list[int]:
+    """'0,3,5-7' -> [0, 3, 5, 6, 7]; anything else is an error naming ``option``."""
+    from flashsim.errors import bad_argument
+
     out = []
     for part in str(text).split(","):
         part = part.strip()
         if not part:
             continue
-        if "-" in part[1:]:
-            a, b = part.split("-", 1)
-            out.extend(range(int(a), int(b) + 1))
-        else:
-            out.append(int(part))
+        try:
+            if "-" in part[1:]:
+                a, b = part.split("-", 1)
+                lo, hi = int(a), int(b)
+                if hi < lo:
+                    raise ValueError
+                out.extend(range(lo, hi + 1))
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise bad_argument(option, text, "expected ids and ranges such as '0,3,5-7'") from None
+    if not out:
+        raise bad_argument(option, text, "expected at least one id, e.g. '0' or '0-3'")
     return out
 
 
@@ -94,7 +104,7 @@ def cmd_record(args) -> int:
         seqlen_q=args.seqlen, seqlen_k=args.seqlen_k, headdim=args.headdim, dtype=args.dtype, causal=args.causal,
         window_size=tuple(args.window), softcap=args.softcap, softmax_scale=args.scale)
     case = make_case(params)
-    run = session.record(case, args.output, backend=args.backend, ctas=_ints(args.cta), warps=_ints(args.warp),
+    run = session.record(case, args.output, backend=args.backend, ctas=_ints("--cta", args.cta), warps=_ints("--warp", args.warp),
                          force=args.force, cap_words=args.cap_words)
     size = args.output.stat().st_size
     print(f"wrote {args.output}: {len(run.events)} events, {size:,} bytes; {session.describe(run.meta)}")
@@ -141,7 +151,7 @@ def cmd_replay(args) -> int:
                 print(f"{len(d.divergences)} events differ from the twin's step taken from the recorded state "
                       "(the steps that introduce a difference):")
                 for x in d.divergences[:50]:
-                    print(f"  seq {x.seq:5d} CTA {x.cta} warp {x.warp} {x.tag} #{x.occurrence}: {len(x.cells)} cells")
+                    print(f"  seq {x.seq:5d} CTA {x.cta} warp {x.warp} {x.tag} #{x.occurrence}: {x.n_cells} cells")
         print(d.format(k, hd, dt))
         return 0 if d.clean else 1
     r = session.replay(run, name=str(args.file))

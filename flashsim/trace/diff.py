@@ -30,34 +30,32 @@ def _halves(x: int) -> tuple[int, int]:
     return x & 0xFFFF, x >> 16
 
 
-def _ordered(bits: int, width: int) -> int:
-    """Map a float's bits to an integer that orders like the value (+0 and -0 both 0)."""
-    sign = bits >> (width - 1)
-    mag = bits & ((1 << (width - 1)) - 1)
-    return -mag if sign else mag
+#: (width, largest non-NaN magnitude) of the fields a register format holds
+_FIELD = {"f32": (32, 0x7F800000), "f16": (16, 0x7C00), "bf16": (16, 0x7F80)}
 
 
-def ulp_distance(a: int, b: int, fmt: str) -> int:
-    """Units in the last place between two registers read as ``fmt`` (for a pair, the larger of the two
-    halves' distances); NaN against anything else counts as -1 (no distance)."""
-    def nan(x, w):
-        e = (1 << (w - 1)) - 1
-        return (x & e) > {32: 0x7F800000, 16: 0x7C00 if fmt.startswith("f16") else 0x7F80}[w]
+def _field_ulp(a: np.ndarray, b: np.ndarray, width: int, inf: int) -> np.ndarray:
+    """Distance of two float fields in units in the last place (-1 if either is NaN): the sign-magnitude
+    bits mapped to integers that order like the values (+0 and -0 both 0)."""
+    mag = (1 << (width - 1)) - 1
+    am, bm = a & mag, b & mag
+    oa = np.where(a >> (width - 1), -am, am)
+    ob = np.where(b >> (width - 1), -bm, bm)
+    return np.where((am > inf) | (bm > inf), -1, np.abs(oa - ob))
+
+
+def ulp_distance(a, b, fmt: str):
+    """Units in the last place between registers (ints or arrays of 32-bit patterns) read as ``fmt``: for
+    a pair, the larger of the two halves' distances; NaN against anything counts as -1 (no distance)."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     if fmt == "f32":
-        if nan(a, 32) or nan(b, 32):
-            return -1
-        return abs(_ordered(a, 32) - _ordered(b, 32))
-    if fmt == "f16":
-        a, b = a & 0xFFFF, b & 0xFFFF
-        if nan(a, 16) or nan(b, 16):
-            return -1
-        return abs(_ordered(a, 16) - _ordered(b, 16))
-    worst = 0
-    for x, y in zip(_halves(a), _halves(b)):
-        if nan(x, 16) or nan(y, 16):
-            return -1
-        worst = max(worst, abs(_ordered(x, 16) - _ordered(y, 16)))
-    return worst
+        return _field_ulp(a, b, *_FIELD["f32"])
+    field = _FIELD["bf16" if fmt.startswith("bf16") else "f16"]
+    lo = _field_ulp(a & 0xFFFF, b & 0xFFFF, *field)
+    if fmt in ("f16", "bf16"):
+        return lo
+    hi = _field_ulp(a >> 16, b >> 16, *field)
+    return np.where((lo < 0) | (hi < 0), -1, np.maximum(lo, hi))
 
 
 def as_number(x: int, fmt: str) -> str:
@@ -75,6 +73,9 @@ def as_number(x: int, fmt: str) -> str:
     return f"{h(lo, kind)}, {h(hi, kind)}"
 
 
+_NO_CELLS = np.zeros((5, 0), np.int64)
+
+
 @dataclass
 class Divergence:
     cta: int
@@ -83,8 +84,17 @@ class Divergence:
     occurrence: int
     seq: int
     kind: str                    # 'registers', 'missing in A', 'missing in B', 'register count'
-    cells: list = field(default_factory=list)   # (lane, register name, a bits, b bits, ulp)
+    table: np.ndarray = field(default_factory=lambda: _NO_CELLS)  # rows lane, register, a bits, b bits, ulp
     before: list = field(default_factory=list)  # the warp's preceding events (seq, tag) in A
+
+    @property
+    def n_cells(self) -> int:
+        return self.table.shape[1]
+
+    @property
+    def cells(self) -> list[tuple[int, int, int, int, int]]:
+        """(lane, register, a bits, b bits, ulp) of every differing cell, lane-major."""
+        return [tuple(int(x) for x in col) for col in self.table.T]
 
 
 @dataclass
@@ -113,13 +123,13 @@ class DiffResult:
         if d.before:
             lines.append("  events before it in this warp: " + ", ".join(f"{s}:{t}" for s, t in d.before))
         names = spec.registers(kernel, d.tag, headdim) if d.kind == "registers" else []
-        for lane, r, a, b, ulp in d.cells[:max_cells]:
+        for lane, r, a, b, ulp in (tuple(int(x) for x in col) for col in d.table[:, :max_cells].T):
             name = names[r] if r < len(names) else f"r{r}"
             fmt = spec.register_format(kernel, d.tag, name, dtype)
             lines.append(f"  lane {lane:2d} {name:<16} A 0x{a:08x} ({as_number(a, fmt)})  B 0x{b:08x} "
                          f"({as_number(b, fmt)})  {'ulp ' + str(ulp) if ulp >= 0 else 'NaN'}")
-        if len(d.cells) > max_cells:
-            lines.append(f"  ... {len(d.cells) - max_cells} more lane/register cells differ in this event")
+        if d.n_cells > max_cells:
+            lines.append(f"  ... {d.n_cells - max_cells} more lane/register cells differ in this event")
         lines.append("divergences per tag:")
         for tag, s in sorted(self.per_tag.items(), key=lambda kv: spec.TAG_ID.get(kv[0], 99)):
             lines.append(f"  {tag:<10} {s['events']:6d} events  {s['cells']:8d} lane-registers  max ulp "
@@ -132,8 +142,8 @@ def diff(a_events, b_events, *, kernel: str, headdim: int, dtype: str = "float16
     """Align ``a_events`` and ``b_events`` (objects with cta, warp, seq, tag, regs) and compare them."""
     ka, kb = _key_events(a_events), _key_events(b_events)
     by_warp = defaultdict(list)
-    for e in sorted(a_events, key=lambda e: (e.cta, e.warp, e.seq)):
-        by_warp[(e.cta, e.warp)].append((e.seq, e.tag))
+    for (cta, warp, _, _), e in ka.items():  # in (cta, warp, seq) order
+        by_warp[(cta, warp)].append((e.seq, e.tag))
     divs, per_tag = [], {}
     for key in sorted(set(ka) | set(kb), key=lambda k: ((ka.get(k) or kb.get(k)).seq, k[0], k[1])):
         cta, warp, tag, occ = key
@@ -145,15 +155,17 @@ def diff(a_events, b_events, *, kernel: str, headdim: int, dtype: str = "float16
         elif ea.regs.shape != eb.regs.shape:
             div = Divergence(cta, warp, tag, occ, ea.seq, "register count")
         else:
-            ne = np.nonzero(ea.regs != eb.regs)
-            if ne[0].size:
+            lanes, regs = np.nonzero(ea.regs != eb.regs)
+            if lanes.size:
                 names = spec.registers(kernel, tag, headdim)
-                cells = []
-                for lane, r in zip(*ne):
-                    a, b = int(ea.regs[lane, r]), int(eb.regs[lane, r])
-                    fmt = spec.register_format(kernel, tag, names[r] if r < len(names) else "", dtype)
-                    cells.append((int(lane), int(r), a, b, ulp_distance(a, b, fmt)))
-                div = Divergence(cta, warp, tag, occ, ea.seq, "registers", cells)
+                fmts = np.array([spec.register_format(kernel, tag, n, dtype) for n in names] or ["f32"])
+                a, b = ea.regs[lanes, regs].astype(np.int64), eb.regs[lanes, regs].astype(np.int64)
+                ulp = np.empty(lanes.size, np.int64)
+                cell_fmt = fmts[np.minimum(regs, fmts.size - 1)]
+                for fmt in np.unique(cell_fmt):
+                    m = cell_fmt == fmt
+                    ulp[m] = ulp_distance(a[m], b[m], str(fmt))
+                div = Divergence(cta, warp, tag, occ, ea.seq, "registers", np.stack([lanes, regs, a, b, ulp]))
         if div is None:
             continue
         prior = [x for x in by_warp.get((cta, warp), []) if x[0] < div.seq]
@@ -161,7 +173,7 @@ def diff(a_events, b_events, *, kernel: str, headdim: int, dtype: str = "float16
         divs.append(div)
         s = per_tag.setdefault(tag, {"events": 0, "cells": 0, "max_ulp": 0})
         s["events"] += 1
-        s["cells"] += len(div.cells)
-        s["max_ulp"] = max([s["max_ulp"]] + [c[4] for c in div.cells])
+        s["cells"] += div.n_cells
+        s["max_ulp"] = max(s["max_ulp"], int(div.table[4].max(initial=0)))
     compared = len(set(ka) & set(kb))
     return DiffResult(a_name, b_name, compared, divs, per_tag)

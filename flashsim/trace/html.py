@@ -90,7 +90,7 @@ def write_html(path, out, *, against=None) -> Path:
         other = session.load(against)
         d = diff(run.events, other.events, kernel=k, headdim=hd, dtype=dt, a_name=str(path), b_name=str(against))
         for x in d.divergences:
-            marks[(x.cta, x.warp, x.seq)] = [[c[0], c[1], c[3]] for c in x.cells] or [[-1, -1, 0]]
+            marks[(x.cta, x.warp, x.seq)] = x.table[[0, 1, 3]].T.tolist() or [[-1, -1, 0]]
         if d.first is not None:
             first = (d.first.cta, d.first.warp, d.first.seq)
         summary = html.escape(d.format(k, hd, dt).replace("\n", " | "))
@@ -103,7 +103,7 @@ def write_html(path, out, *, against=None) -> Path:
         for e in evs:
             o = occ.get((cta, warp, e.tag), 0)
             occ[(cta, warp, e.tag)] = o + 1
-            item = {"s": e.seq, "t": e.tag, "o": o, "r": [int(x) for x in e.regs.reshape(-1)]}
+            item = {"s": e.seq, "t": e.tag, "o": o, "r": e.regs.reshape(-1).tolist()}
             if (cta, warp, e.seq) in marks:
                 item["d"] = marks[(cta, warp, e.seq)]
             if first == (cta, warp, e.seq):

@@ -95,6 +95,27 @@ def afrag_index(rows_per_m: int, m_tiles: int, pairs_per_row: int, k_slices: int
     return reg_index(m_tiles * k_slices * 4, fn)
 
 
+def check_filter(ctas, warps, n_ctas: int | None = None) -> tuple[list[int] | None, list[int]]:
+    """The run-time filter as sorted lists: ``ctas`` (None: all) within the grid's ``n_ctas`` when given,
+    ``warps`` (None: all 4) within a CTA. The one check the twins' recorder and the GPU's trace buffers
+    share."""
+    if ctas is not None:
+        ctas = sorted(set(int(c) for c in ctas))
+        for c in ctas:
+            if c < 0 or (n_ctas is not None and c >= n_ctas):
+                raise bad_argument("ctas", c, f"the grid has CTAs 0..{'N-1' if n_ctas is None else n_ctas - 1}")
+    warps = list(range(WARPS)) if warps is None else sorted(set(int(w) for w in warps))
+    for w in warps:
+        if not 0 <= w < WARPS:
+            raise bad_argument("warps", w, f"a CTA of these kernels has warps 0..{WARPS - 1}")
+    return ctas, warps
+
+
+def active(rec, cta_ids):
+    """``rec`` if it records any CTA of ``cta_ids``, else None (a twin's batch then runs untouched)."""
+    return rec if rec is not None and rec.rows(cta_ids).size else None
+
+
 def _as_u32(values: np.ndarray) -> np.ndarray:
     if values.dtype == np.uint32:
         return values
@@ -122,12 +143,8 @@ class Recorder:
     def __post_init__(self):
         if self.kernel not in spec.KERNELS:
             raise bad_argument("kernel", self.kernel, f"expected one of {spec.KERNELS}")
-        self._ctas = None if self.ctas is None else np.unique(np.asarray(list(self.ctas), np.int64))
-        warps = range(WARPS) if self.warps is None else sorted(set(int(w) for w in self.warps))
-        for w in warps:
-            if not 0 <= w < WARPS:
-                raise bad_argument("warps", w, f"a CTA of these kernels has warps 0..{WARPS - 1}")
-        self._warps = list(warps)
+        ctas, self._warps = check_filter(self.ctas, self.warps)
+        self._ctas = None if ctas is None else np.asarray(ctas, np.int64)
         self._seq: dict[int, int] = {}
         self.forced = 0
 

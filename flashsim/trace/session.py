@@ -16,7 +16,6 @@ hash and the build options; flashsim's version).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ import numpy as np
 from flashsim.errors import bad_argument
 from flashsim.trace import spec
 from flashsim.trace.diff import DiffResult, diff
-from flashsim.trace.record import Recorder
+from flashsim.trace.record import Recorder, check_filter
 
 #: problem parameters a trace's meta keeps (flashsim.kernels.problems.make_case regenerates the inputs)
 PARAM_KEYS = ("kernel", "seed", "kind", "batch", "heads", "heads_k", "seqlen_q", "seqlen_k", "headdim", "dtype",
@@ -89,11 +88,7 @@ def run_case(case, *, backend: str, ctas=(0,), warps=None, cap_words: int | None
     kernel = case.params["kernel"]
     args = _args(case)
     headdim, steps, n_ctas = spec.instance(kernel, args)
-    ctas = sorted(set(int(c) for c in ctas))
-    for c in ctas:
-        if not 0 <= c < n_ctas:
-            raise bad_argument("ctas", c, f"the grid of this problem has CTAs 0..{n_ctas - 1}")
-    warps = [0, 1, 2, 3] if warps is None else sorted(set(int(w) for w in warps))
+    ctas, warps = check_filter(ctas, warps, n_ctas)
     meta = {"kind": "flashsim trace", "kernel": kernel, "params": {k: case.params[k] for k in PARAM_KEYS},
             "instance_headdim": headdim, "kv_steps": steps, "grid_ctas": n_ctas, "ctas": ctas, "warps": warps,
             "inputs_sha256": inputs_digest(case), "flashsim_version": _version(), "backend": backend}
@@ -206,10 +201,6 @@ def force(run: Run, through: int | None = None, name: str = "trace") -> tuple[Di
     run_twin(run.meta["kernel"], case.q, case.k, case.v, rec=rec, **case.kwargs)
     sim = Run(run.meta, rec.events, {})
     return diff_runs(run, sim, name, "forced simulator"), rec.forced
-
-
-def file_digest(path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def describe(meta: dict) -> str:

@@ -1,0 +1,151 @@
+"""Device arrays in the simulated address space, shaped like cupy's: ``asarray``, ``zeros``, ``empty``,
+``asnumpy``, ``a.get()``, ``a.data.ptr``, ``shape``/``dtype``/``nbytes``/``size``.
+
+The process has one simulated device whose global memory (:class:`flashsim.sass.gmem.GlobalMemory`)
+holds every array and every module's globals, so pointers taken from arrays can be stored anywhere
+(in structs, in other arrays) and the interpreter resolves them, as on the GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from flashsim.errors import bad_argument
+from flashsim.sass.gmem import GlobalMemory
+
+__all__ = ["MemoryPointer", "ndarray", "asarray", "asnumpy", "empty", "zeros", "device_memory"]
+
+_MEMORY = GlobalMemory()
+
+
+def device_memory() -> GlobalMemory:
+    """The simulated device's global memory (shared by every array and module of the process)."""
+    return _MEMORY
+
+
+@dataclass(frozen=True)
+class MemoryPointer:
+    """``a.data``: the device address (``ptr``) and the size of what it points at."""
+
+    ptr: int
+    size: int
+
+
+class ndarray:
+    """A C-contiguous array in simulated device memory."""
+
+    def __init__(self, shape, dtype=np.float32, *, _addr: int | None = None, _nbytes: int | None = None):
+        dt = np.dtype(dtype)
+        shp = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+        if any(s < 0 for s in shp):
+            raise bad_argument("shape", shape, "dimensions must be non-negative")
+        if dt.hasobject:
+            raise bad_argument("dtype", dt, "object arrays cannot live in device memory")
+        nbytes = int(np.prod(shp, dtype=np.int64)) * dt.itemsize
+        if _addr is None:
+            _addr = _MEMORY.alloc(nbytes, name=f"{dt.name}{list(shp)}")
+        self._addr = _addr
+        self._nbytes = nbytes if _nbytes is None else _nbytes
+        self.shape, self.dtype = shp, dt
+        self._buf = _MEMORY.buffer(_addr) if _nbytes is None else None
+
+    # --------------------------------------------------------------------------------- cupy's surface
+    @property
+    def data(self) -> MemoryPointer:
+        return MemoryPointer(self._addr, self._nbytes)
+
+    @property
+    def nbytes(self) -> int:
+        return self._nbytes
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        st, acc = [], self.dtype.itemsize
+        for s in reversed(self.shape):
+            st.append(acc)
+            acc *= s
+        return tuple(reversed(st))
+
+    def _view(self) -> np.ndarray:
+        buf = self._buf if self._buf is not None else _MEMORY.buffer(self._addr)
+        return buf[: self._nbytes].view(self.dtype).reshape(self.shape)
+
+    def get(self) -> np.ndarray:
+        """A numpy copy of the contents (cupy's ``a.get()``)."""
+        return self._view().copy()
+
+    def set(self, arr: Any) -> None:
+        """Copy a host array of the same shape and dtype into this array (cupy's ``a.set(x)``)."""
+        a = np.asarray(arr)
+        if a.shape != self.shape or a.dtype != self.dtype:
+            raise bad_argument("arr", f"{a.dtype}{list(a.shape)}", f"expected {self.dtype}{list(self.shape)}")
+        self._view()[...] = a
+
+    def fill(self, value) -> None:
+        self._view()[...] = value
+
+    def reshape(self, *shape) -> "ndarray":
+        shp = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        view = self._view().reshape(shp)
+        out = ndarray.__new__(ndarray)
+        out._addr, out._nbytes, out.dtype, out.shape, out._buf = self._addr, self._nbytes, self.dtype, view.shape, self._buf
+        return out
+
+    def view(self, dtype) -> "ndarray":
+        v = self._view().view(dtype)
+        out = ndarray.__new__(ndarray)
+        out._addr, out._nbytes, out.dtype, out.shape, out._buf = self._addr, self._nbytes, np.dtype(dtype), v.shape, self._buf
+        return out
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"flashsim.cuda.ndarray(shape={self.shape}, dtype={self.dtype}, ptr={self._addr:#x})"
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("a flashsim.cuda.ndarray lives in simulated device memory: use .get() or "
+                        "flashsim.cuda.asnumpy() for a numpy copy (as with cupy)")
+
+
+def asarray(x: Any, dtype=None) -> ndarray:
+    """A device copy of ``x`` (a device array is returned as is when no conversion is asked)."""
+    if isinstance(x, ndarray):
+        if dtype is None or np.dtype(dtype) == x.dtype:
+            return x
+        x = x.get()
+    a = np.ascontiguousarray(np.asarray(x, dtype=dtype))
+    out = ndarray(a.shape, a.dtype)
+    out._view()[...] = a
+    return out
+
+
+def zeros(shape, dtype=np.float32) -> ndarray:
+    return ndarray(shape, dtype)
+
+
+def empty(shape, dtype=np.float32) -> ndarray:
+    """An uninitialised device array (zero-filled here, deterministically)."""
+    return ndarray(shape, dtype)
+
+
+def asnumpy(a: Any) -> np.ndarray:
+    """A numpy copy of a device array (numpy arrays pass through)."""
+    if isinstance(a, ndarray):
+        return a.get()
+    return np.asarray(a)

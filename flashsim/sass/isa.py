@@ -1,0 +1,230 @@
+"""SASS instructions as data: nvdisasm's JSON (opcode, operands, predicate, source line) parsed into
+:class:`Instr` with typed :class:`Operand` s.
+
+Operand syntax (as nvdisasm prints sm_90 SASS)::
+
+    R7  RZ  UR4  URZ  P0  PT  UP1  UPT  B1  SR_TID.X        registers (RZ/URZ read 0, PT/UPT read true)
+    -R7  |R7|  -|R7|  ~R7  !P0                               negate, absolute value, invert, not
+    R7.H1_H1  R7.64  R4.reuse  R3.X4                          suffixes (halves, pairs, reuse hint, scale)
+    0x1f  -0x1  1.4426950216293334961  +INF  -QNAN            immediates (integer bits or float values)
+    c[0x0][0x210]  c[0x3][R12]  c[0x0][R2+0x10]               constant bank, offset (or register + offset)
+    [R2.64+UR4+0x10]  desc[UR8][R2.64+-0x400]                 memory: register(s) + uniform + offset
+    0x2c0  $symbol                                            branch / call targets (section offsets)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from flashsim.errors import FlashsimError
+
+__all__ = ["Instr", "Operand", "SassParseError", "parse_instruction", "parse_operand", "RZ", "URZ", "PT"]
+
+RZ = 255
+URZ = 63
+PT = 7
+
+
+class SassParseError(FlashsimError):
+    """nvdisasm printed an operand flashsim cannot read; the message shows the instruction."""
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One operand. ``kind``: r ur p up b sb (scoreboard) sr imm fimm c mem target."""
+
+    kind: str
+    index: int = 0  # register number (RZ 255, URZ 63, PT/UPT 7); constant bank for 'c'
+    neg: bool = False  # '-'
+    absolute: bool = False  # '|x|'
+    invert: bool = False  # '~' (bitwise) or '!' (predicate)
+    suffix: tuple[str, ...] = ()
+    value: int = 0  # integer immediate, f32 bits for fimm, constant offset, branch target, memory offset
+    name: str = ""  # special register name, call symbol
+    # memory / indexed constant: the register parts
+    reg: int = RZ  # base R register (RZ = none)
+    reg64: bool = False  # base is a 64-bit pair (R2.64)
+    ureg: int = URZ  # uniform register part (URZ = none)
+    ureg64: bool = False
+    desc: int = -1  # desc[URx] memory descriptor register (-1 = none)
+    text: str = ""
+
+    @property
+    def is_zero_reg(self) -> bool:
+        return (self.kind == "r" and self.index == RZ) or (self.kind == "ur" and self.index == URZ)
+
+
+_REG = re.compile(r"^(R|UR|UP|P|SB|B)(\d+|Z|T)$")
+_HEX = re.compile(r"^-?0x[0-9a-fA-F]+$")
+_FLOAT = re.compile(r"^[-+]?(\d+(\.\d*)?([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?)$")
+_CONST = re.compile(r"^c\[(0x[0-9a-fA-F]+)\]\[(.+)\]$")
+_MEM = re.compile(r"^(?:desc\[(UR\d+)\])?\[(.*)\]$")
+_SPECIAL_FLOATS = {"+INF": 0x7F800000, "INF": 0x7F800000, "-INF": 0xFF800000, "+QNAN": 0x7FFFFFFF,
+                   "QNAN": 0x7FFFFFFF, "-QNAN": 0xFFFFFFFF}
+
+
+def _reg_number(kind: str, num: str) -> int:
+    if num == "Z":
+        return RZ if kind == "R" else URZ
+    if num == "T":
+        return PT
+    return int(num)
+
+
+def _f32_bits(text: str) -> int:
+    # nvdisasm prints f32 immediates with enough digits to round-trip; converting through float64 then
+    # float32 (round to nearest) restores the encoded bits.
+    return int(np.array(float(text), np.float64).astype(np.float32).view(np.uint32))
+
+
+def _mem_parts(inner: str, full: str) -> dict:
+    out: dict = {"reg": RZ, "reg64": False, "ureg": URZ, "ureg64": False, "value": 0, "suffix": ()}
+    if inner.strip() == "":
+        return out
+    parts = re.split(r"\+(?=[^+])", inner.replace("+-", "+~NEG~"))
+    offset = 0
+    suffix: list[str] = []
+    for raw in parts:
+        p = raw.replace("~NEG~", "-").strip()
+        if not p:
+            continue
+        if _HEX.match(p):
+            offset += int(p, 16)
+            continue
+        if p.lstrip("-").isdigit():
+            offset += int(p)
+            continue
+        base, *sfx = p.split(".")
+        m = _REG.match(base)
+        if m is None:
+            raise SassParseError(f"unreadable address part {p!r} in {full!r}")
+        kind, n = m.group(1), _reg_number(m.group(1), m.group(2))
+        if kind == "R":
+            out["reg"], out["reg64"] = n, "64" in sfx
+            suffix += [s for s in sfx if s != "64"]
+        elif kind == "UR":
+            out["ureg"], out["ureg64"] = n, "64" in sfx
+            suffix += [s for s in sfx if s != "64"]
+        else:
+            raise SassParseError(f"unexpected register {p!r} in address {full!r}")
+    out["value"] = offset
+    out["suffix"] = tuple(suffix)
+    return out
+
+
+def parse_operand(text: str) -> Operand:
+    """Parse one operand as nvdisasm prints it."""
+    t = text.strip()
+    full = t
+    if t in _SPECIAL_FLOATS:
+        return Operand("fimm", value=_SPECIAL_FLOATS[t], text=full)
+    m = _CONST.match(t)
+    if m:
+        bank = int(m.group(1), 16)
+        inner = m.group(2)
+        if _HEX.match(inner):
+            return Operand("c", index=bank, value=int(inner, 16), text=full)
+        parts = _mem_parts(inner, full)
+        return Operand("c", index=bank, value=parts["value"], reg=parts["reg"], ureg=parts["ureg"], text=full)
+    m = _MEM.match(t)
+    if m:
+        parts = _mem_parts(m.group(2), full)
+        desc = int(m.group(1)[2:]) if m.group(1) else -1
+        return Operand("mem", desc=desc, text=full, **parts)
+    neg = absolute = invert = False
+    if t.startswith("!"):
+        invert, t = True, t[1:]
+    if t.startswith("-") and not _HEX.match(t) and not _FLOAT.match(t):
+        neg, t = True, t[1:]
+    if t.startswith("~"):
+        invert, t = True, t[1:]
+    if t.startswith("|") and t.count("|") == 2:
+        end = t.index("|", 1)
+        absolute = True
+        t = t[1:end] + t[end + 1:]
+    if t.startswith("SR_") or t == "SRZ":
+        return Operand("sr", name=t, text=full)
+    if t.startswith("$") or t.startswith("`("):
+        return Operand("target", name=t.strip("`()"), value=-1, text=full)
+    if _HEX.match(t):
+        v = int(t, 16)
+        return Operand("imm", value=v, neg=neg, text=full)
+    if _FLOAT.match(t):
+        v = _f32_bits(t)
+        if neg:
+            v ^= 0x80000000
+        return Operand("fimm", value=v, text=full)
+    base, *sfx = t.split(".")
+    m = _REG.match(base)
+    if m:
+        kind = {"R": "r", "UR": "ur", "P": "p", "UP": "up", "B": "b", "SB": "sb"}[m.group(1)]
+        sfx = tuple(s for s in sfx if s != "reuse")
+        return Operand(kind, index=_reg_number(m.group(1), m.group(2)), neg=neg, absolute=absolute,
+                       invert=invert, suffix=sfx, text=full)
+    if re.match(r"^[A-Za-z_$][\w$.]*$", t):  # a symbol (RET's function, a label)
+        return Operand("target", name=t, value=-1, text=full)
+    raise SassParseError(f"unreadable operand {full!r}")
+
+
+def split_operands(text: str) -> list[str]:
+    """Split at top-level commas (none occur inside brackets in nvdisasm's output, but be safe)."""
+    out, depth, cur = [], 0, []
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        out.append("".join(cur))
+    return [o.strip() for o in out if o.strip()]
+
+
+@dataclass(frozen=True)
+class Instr:
+    """One SASS instruction at byte offset ``pc`` of its .text section."""
+
+    pc: int
+    opcode: str  # the base opcode, e.g. 'IMAD'
+    mods: tuple[str, ...]  # modifiers in order, e.g. ('WIDE', 'U32')
+    operands: tuple[Operand, ...]
+    guard: Operand | None  # @P0 / @!UP1, or None
+    text: str  # as nvdisasm prints it
+    line: tuple[str, int] | None = None  # (source file, line) from the line table
+    attrs: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def name(self) -> str:
+        """Opcode with modifiers, e.g. 'IMAD.WIDE.U32'."""
+        return ".".join((self.opcode, *self.mods))
+
+    def where(self) -> str:
+        loc = f" ({self.line[0]}:{self.line[1]})" if self.line else ""
+        return f"pc={self.pc:#06x} `{self.text}`{loc}"
+
+
+def parse_instruction(pc: int, rec: dict, files: list[str] | None = None) -> Instr:
+    """An :class:`Instr` from one record of nvdisasm's JSON ``sass-instructions``."""
+    op_full = rec["opcode"]
+    opcode, *mods = op_full.split(".")
+    ops_text = rec.get("operands", "")
+    pred = rec.get("predicate")
+    text = (f"{pred} " if pred else "") + op_full + (" " + ops_text.replace(",", ", ") if ops_text else "")
+    try:
+        operands = tuple(parse_operand(o) for o in split_operands(ops_text))
+        guard = parse_operand(pred[1:]) if pred else None
+    except SassParseError as exc:
+        raise SassParseError(f"pc={pc:#06x} `{text}`: {exc}") from None
+    line = None
+    if "source-line" in rec:
+        fid = rec.get("source-file-id", 0)
+        fname = files[fid] if files and 0 <= fid < len(files) else f"file{fid}"
+        line = (fname, int(rec["source-line"]))
+    return Instr(pc, opcode, tuple(mods), operands, guard, text, line, dict(rec.get("other-attributes", {})))

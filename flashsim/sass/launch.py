@@ -1,0 +1,117 @@
+"""A kernel launch in the interpreter: constant bank 0 (driver words + parameters), shared and local memory
+sizes, and the CTAs run in batches through :class:`flashsim.sass.machine.Machine`.
+
+Constant bank 0 on sm_90, as the kernels read it (offsets in bytes)::
+
+    0x000 ntid.x   0x004 ntid.y   0x008 ntid.z   0x00c nctaid.x   0x010 nctaid.y   0x014 nctaid.z
+    0x028 the local stack pointer's start (the top of each thread's local memory)
+    0x208 the 64-bit global memory descriptor (desc[URx] of LDG/STG; it carries cache policy only)
+    0x210 the kernel's parameters (EIATTR_PARAM_CBANK), laid out as EIATTR_KPARAM_INFO says
+
+Shared memory: each CTA's window starts with a reserved 1 KiB (0x000-0x3ff); the kernel's static
+``__shared__`` data follow (its .nv.shared section, whose size includes the reserved KiB), then the
+dynamic shared memory. Addresses are byte offsets in that window.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from flashsim.errors import bad_argument
+from flashsim.sass.machine import ExecOptions, Machine
+from flashsim.smem import SharedMemory
+
+__all__ = ["Launch", "RESERVED_SMEM", "MAX_SMEM_PER_CTA", "DRIVER_WORDS"]
+
+RESERVED_SMEM = 0x400
+MAX_SMEM_PER_CTA = 227 * 1024  # static + dynamic bytes a CTA may use on sm_90 (cudaDevAttrMaxSharedMemoryPerBlockOptin)
+DEFAULT_DYNAMIC_LIMIT = 48 * 1024  # above this a kernel must opt in (cudaFuncAttributeMaxDynamicSharedMemorySize)
+DRIVER_WORDS = {0x00: "ntid.x", 0x04: "ntid.y", 0x08: "ntid.z", 0x0C: "nctaid.x", 0x10: "nctaid.y",
+                0x14: "nctaid.z", 0x28: "local stack pointer", 0x208: "global memory descriptor (low)",
+                0x20C: "global memory descriptor (high)"}
+
+
+class Launch:
+    """Everything the CTAs of one launch share."""
+
+    def __init__(self, program, grid, block, params: bytes, dynamic_shared: int, memory, banks: dict,
+                 options: ExecOptions, races: bool = False):
+        k = program.kernel
+        self.program = program
+        self.grid, self.block = grid, block
+        self.memory = memory
+        self.options = options
+        self.races = races
+        self.static_shared = max(k.static_shared, RESERVED_SMEM)
+        self.dynamic_shared = dynamic_shared
+        self.shared_size = (self.static_shared + dynamic_shared + 15) // 16 * 16
+        self.local_size = (max(k.frame_size, k.min_stack) + 15) // 16 * 16
+        c0 = bytearray(k.constant0)
+        need = k.param_base + max(k.param_bytes, len(params))
+        if len(c0) < need:
+            c0.extend(b"\0" * (need - len(c0)))
+        words = np.frombuffer(bytes(c0[:0x18]), np.uint32).copy()
+        words[:6] = [*block, *grid]
+        c0[:0x18] = words.tobytes()
+        c0[0x28:0x2C] = np.uint32(self.local_size).tobytes()
+        c0[k.param_base:k.param_base + len(params)] = params
+        self.banks = dict(banks)
+        self.banks[0] = np.frombuffer(bytes(c0), np.uint8)
+        self._param_base = k.param_base
+
+    @property
+    def constants(self):
+        return self.banks
+
+    def const_word(self, bank: int, off: int, width: int):
+        data = self.banks.get(bank)
+        if data is None:
+            raise NotImplementedError(f"constant bank {bank} is not in this module (c[{bank:#x}][{off:#x}])")
+        if bank == 0 and off < self._param_base:
+            for o in range(off, off + width, 4):
+                if o not in DRIVER_WORDS:
+                    raise NotImplementedError(
+                        f"c[0x0][{o:#x}] is a driver-supplied constant flashsim does not model "
+                        f"(modelled: {', '.join(f'{k:#x} {v}' for k, v in DRIVER_WORDS.items())})")
+        if off < 0 or off + width > len(data):
+            raise NotImplementedError(f"c[{bank:#x}][{off:#x}] lies outside the bank ({len(data)} bytes)")
+        raw = bytes(data[off:off + width])
+        return np.frombuffer(raw, np.uint64 if width == 8 else np.uint32)[0]
+
+    def const_gather(self, bank: int, idx: np.ndarray, width: int, ins, m):
+        data = self.banks.get(bank)
+        if data is None:
+            raise NotImplementedError(f"constant bank {bank} is not in this module: {ins.where()}")
+        idx = np.asarray(idx, np.int64)
+        lanes = (m.st == 0)
+        lanes = np.broadcast_to(lanes, idx.shape) if idx.shape == lanes.shape else np.ones(idx.shape, bool)
+        bad = lanes & ((idx < 0) | (idx + width > len(data)) | (idx % 4 != 0))
+        if bad.any():
+            from flashsim.sass.machine import fault
+            if bad.shape == m.st.shape:
+                raise fault("out-of-bounds constant address", m, ins, bad, idx, f"bank {bank} has {len(data)} bytes")
+            raise NotImplementedError(f"constant bank read outside bank {bank}: {ins.where()}")
+        safe = np.where(lanes, idx, 0)
+        words = np.frombuffer(bytes(data[: len(data) // 4 * 4]), np.uint32)
+        lo = words[safe >> 2]
+        if width == 8:
+            hi = words[(safe >> 2) + 1]
+            return lo.astype(np.uint64) | (hi.astype(np.uint64) << np.uint64(32))
+        return lo
+
+    def new_shared(self, ctas: int, warps: int) -> SharedMemory:
+        return SharedMemory(ctas, self.shared_size, warps=warps, races=self.races)
+
+    def run(self) -> dict:
+        """Run every CTA; returns counters (steps, warp-instructions)."""
+        total = math.prod(self.grid)
+        per = max(1, int(self.options.ctas_per_batch))
+        steps = 0
+        for start in range(0, total, per):
+            ids = np.arange(start, min(total, start + per))
+            m = Machine(self.program, self, ids)
+            m.run()
+            steps += m.steps
+        return {"steps": steps, "ctas": total}

@@ -1,0 +1,299 @@
+"""The executor: CTAs of warps running one SASS program, each lane with its own PC, vectorised over
+(CTAs, warps, 32 lanes).
+
+State (A = CTAs in this batch, W = warps per CTA)::
+
+    R   (256, A, W, 32) uint32   general registers; row 255 is RZ (reads 0, writes dropped)
+    P   (8, A, W, 32)   bool     predicates P0..P6; row 7 is PT (true)
+    UR  (64, A, W)      uint32   uniform registers (one per warp); row 63 is URZ
+    UP  (8, A, W)       bool     uniform predicates UP0..UP6; row 7 is UPT
+    pc  (A, W, 32)      int64    each lane's PC (byte offset in the kernel's .text section)
+    st  (A, W, 32)      int8     RUN, EXITED, WAIT (at a convergence barrier or WARPSYNC),
+                                 BAR (at a CTA barrier), NONE (no thread: block not a multiple of 32)
+
+Scheduling: the lanes at the lowest PC among runnable lanes execute next, all warps together (warps at
+the same PC run as one vectorised step). Lanes that branch backwards (loops) therefore run before lanes
+waiting further on, and lanes of a warp that took different paths meet again at BSYNC / WARPSYNC, as
+on the device. ``schedule_seed`` picks instead, at random among the PCs that have runnable lanes, which
+one steps next (a different legal interleaving for every seed; the default is deterministic).
+While every live lane runs at one PC (the common case), the step costs no scheduling work at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from flashsim.errors import FlashsimError, SimulatedFault
+from flashsim.sass.isa import PT, RZ, URZ, Instr
+
+__all__ = ["BarrierDeadlock", "ExecOptions", "Machine", "StepBudgetExceeded", "fault"]
+
+RUN, EXITED, WAIT, BAR, NONE = 0, 1, 2, 3, 4
+_BIG = np.int64(1) << 62
+
+
+class StepBudgetExceeded(FlashsimError):
+    """The launch ran more warp-instructions than allowed (an infinite loop?); says where it was."""
+
+
+class BarrierDeadlock(FlashsimError):
+    """No lane can run: warps wait at a barrier that can never complete; says which wait where."""
+
+
+@dataclass(frozen=True)
+class ExecOptions:
+    """Run-time options of a launch."""
+
+    max_steps: int = 50_000_000  # scheduling steps (one instruction for a group of warps) per CTA batch
+    schedule_seed: int | None = None  # None: lowest PC first (deterministic); else a seeded random order
+    ctas_per_batch: int = 256  # CTAs simulated together (memory grows with it)
+    clock_step: int = 1  # SR_CLOCKLO advances by this per executed instruction (a deterministic clock)
+
+
+def fault(kind: str, m: "Machine", ins: Instr, mask: np.ndarray, addr: np.ndarray, detail: str = "") -> SimulatedFault:
+    """A SimulatedFault at the first lane of ``mask`` (A, W, 32), naming the CTA's grid index, PC, SASS
+    and source line."""
+    a, w, l = (int(v) for v in np.argwhere(mask)[0])
+    ad = np.asarray(addr)
+    ad = int(np.broadcast_to(ad, mask.shape)[a, w, l]) if ad.ndim else int(ad)
+    where = f"pc={ins.pc:#06x} `{ins.text}`"
+    if ins.line:
+        where += f" at {ins.line[0]}:{ins.line[1]}"
+    cta = m.cta_coords(a)
+    msg = f"{detail}; " if detail else ""
+    exc = SimulatedFault(kind, cta=int(m.cta_ids[a]), warp=w, lane=l, addr=ad & 0xFFFFFFFFFFFFFFFF,
+                         detail=f"{msg}ctaid={cta}, {where}")
+    exc.pc, exc.sass, exc.line = ins.pc, ins.text, ins.line
+    return exc
+
+
+class Machine:
+    """One batch of CTAs of a launch, ready to run the program."""
+
+    def __init__(self, program, launch, cta_ids: np.ndarray):
+        self.program = program
+        self.launch = launch
+        self.kernel = program.kernel
+        self.cta_ids = np.asarray(cta_ids, np.int64)
+        A = len(self.cta_ids)
+        threads = launch.block[0] * launch.block[1] * launch.block[2]
+        W = (threads + 31) // 32
+        self.A, self.W = A, W
+        self.R = np.zeros((256, A, W, 32), np.uint32)
+        self.P = np.zeros((8, A, W, 32), bool)
+        self.P[PT] = True
+        self.UR = np.zeros((64, A, W), np.uint32)
+        self.UP = np.zeros((8, A, W), bool)
+        self.UP[PT] = True
+        self.B = np.zeros((16, A, W), np.uint32)  # convergence barrier masks (BSSY)
+        tid = np.arange(W * 32).reshape(W, 32)
+        self.tid_linear = tid
+        bx, by = launch.block[0], launch.block[1]
+        self.tid = (tid % bx, (tid // bx) % by, tid // (bx * by))
+        self.st = np.where(tid < threads, RUN, NONE).astype(np.int8)[None].repeat(A, 0)
+        self.pc = np.zeros((A, W, 32), np.int64)
+        gx, gy = launch.grid[0], launch.grid[1]
+        self.ctaid = (self.cta_ids % gx, (self.cta_ids // gx) % gy, self.cta_ids // (gx * gy))
+        self.mem = launch.memory
+        self.const = launch.constants  # bank -> bytes (bank 0 built for this launch)
+        self.smem = launch.new_shared(A, W)
+        self.local_size = launch.local_size
+        self.local = np.zeros((A, W, 32, max(self.local_size, 16)), np.uint8) if self.local_size else None
+        self.options: ExecOptions = launch.options
+        self.steps = 0
+        self.warp_steps = 0
+        self.clock = 0
+        self.bar_count: dict = {}
+        # the lock-step fast path: every live lane is runnable and at self.cur
+        self.together = True
+        self.cur = 0
+        self.ret_stack: list = []
+        self._rng = None if self.options.schedule_seed is None else np.random.default_rng(self.options.schedule_seed)
+        self.stats: dict[int, int] = {}
+
+    # ------------------------------------------------------------------------------------ helpers
+    def cta_coords(self, a: int) -> tuple[int, int, int]:
+        return int(self.ctaid[0][a]), int(self.ctaid[1][a]), int(self.ctaid[2][a])
+
+    def live(self) -> np.ndarray:
+        return self.st != NONE
+
+    # ------------------------------------------------------------------------------------ the loop
+    def run(self) -> None:
+        prog = self.program
+        code = prog.compiled
+        budget = self.options.max_steps
+        while True:
+            if self.together:
+                pc = self.cur
+                active = None
+            else:
+                pick = self._pick()
+                if pick is None:
+                    return
+                pc, active = pick
+            fn = code.get(pc)
+            if fn is None:
+                self._bad_pc(pc, active)
+            self.steps += 1
+            if self.steps > budget:
+                self._over_budget(pc, active)
+            self.clock += self.options.clock_step
+            nxt = fn(self, active)
+            if nxt is None:  # fell through
+                if self.together:
+                    self.cur = pc + 16
+                else:
+                    self.pc[active] = pc + 16
+            elif nxt == "stop":
+                return
+
+    def _pick(self):
+        """The next (pc, active lanes), or None when every lane has exited."""
+        run = self.st == RUN
+        if not run.any():
+            if (self.st == EXITED).sum() + (self.st == NONE).sum() == self.st.size:
+                return None
+            if self._release_barriers():
+                return self._pick()
+            self._deadlock()
+        pcs = np.where(run, self.pc, _BIG)
+        if self._rng is None:
+            target = int(pcs.min())
+        else:
+            cand = np.unique(pcs[run])
+            target = int(cand[self._rng.integers(len(cand))])
+        active = run & (self.pc == target)
+        if active.sum() == (self.st != NONE).sum() - (self.st == EXITED).sum():
+            # every live lane is here: back to lock-step
+            self.together = True
+            self.cur = target
+            return target, None
+        return target, active
+
+    def leave_together(self) -> None:
+        """Materialise the lock-step PC into the per-lane PC array (before lanes go separate ways)."""
+        if self.together:
+            self.pc[self.st == RUN] = self.cur
+            self.together = False
+
+    def active_lanes(self, active) -> np.ndarray:
+        return (self.st == RUN) if active is None else active
+
+    # ------------------------------------------------------------------------------------ barriers
+    def _release_barriers(self) -> bool:
+        """Release convergence waits and CTA barriers that are complete; True if any lane was freed."""
+        freed = False
+        wait = self.st == WAIT
+        if wait.any():
+            freed |= self._release_convergence()
+        return freed
+
+    def _release_convergence(self) -> bool:
+        # lanes waiting at BSYNC/WARPSYNC: a warp whose waiting lanes cover every lane they wait for
+        # (the barrier's lanes that have not exited) moves on together.
+        freed = False
+        for a, w in {(int(a), int(w)) for a, w, _ in np.argwhere(self.st == WAIT)}:
+            lanes = self.st[a, w] == WAIT
+            pcs = np.unique(self.pc[a, w][lanes])
+            for p in pcs:
+                at = lanes & (self.pc[a, w] == p)
+                need = self.wait_need[a, w][at][0]
+                need_mask = ((need >> np.arange(32, dtype=np.uint64)) & 1).astype(bool)
+                alive = need_mask & (self.st[a, w] != EXITED) & (self.st[a, w] != NONE)
+                if (alive & ~at).any():
+                    continue
+                self.st[a, w][at] = RUN
+                self.pc[a, w][at] = p + 16
+                freed = True
+        return freed
+
+    def wait_at(self, lanes: np.ndarray, pc: int, need: np.ndarray) -> None:
+        """Park ``lanes`` at ``pc`` until every live lane of ``need`` (per lane, uint32 masks) is there."""
+        if not hasattr(self, "wait_need"):
+            self.wait_need = np.zeros(self.st.shape, np.uint64)
+        self.leave_together()
+        self.st[lanes] = WAIT
+        self.pc[lanes] = pc
+        self.wait_need[lanes] = np.broadcast_to(need, lanes.shape)[lanes]
+
+    def _deadlock(self):
+        lines = []
+        for a, w in sorted({(int(a), int(w)) for a, w, _ in np.argwhere((self.st == WAIT) | (self.st == BAR))}):
+            st = self.st[a, w]
+            pcs = sorted({int(p) for p in self.pc[a, w][(st == WAIT) | (st == BAR)]})
+            where = ", ".join(self.program.describe(p) for p in pcs)
+            exited = int((st == EXITED).sum())
+            lines.append(f"cta={int(self.cta_ids[a])} warp={w}: waits at {where}"
+                         + (f" ({exited} lanes exited)" if exited else ""))
+        gone = [f"cta={int(self.cta_ids[a])} warp={w}" for a in range(self.A) for w in range(self.W)
+                if ((self.st[a, w] == EXITED) | (self.st[a, w] == NONE)).all() and (self.st[a, w] == EXITED).any()]
+        msg = "barrier can never complete: no lane can run.\n  " + "\n  ".join(lines)
+        if gone:
+            msg += "\n  exited: " + ", ".join(gone[:32]) + (" ..." if len(gone) > 32 else "")
+        raise BarrierDeadlock(msg)
+
+    def _over_budget(self, pc, active):
+        lanes = self.active_lanes(active)
+        a, w, _ = (int(v) for v in np.argwhere(lanes)[0]) if lanes.any() else (0, 0, 0)
+        raise StepBudgetExceeded(
+            f"the launch exceeded its step budget of {self.options.max_steps} steps (an infinite loop?): "
+            f"cta={int(self.cta_ids[a])} warp={w} at {self.program.describe(pc)}; raise ExecOptions.max_steps "
+            "if the kernel really runs that long")
+
+    def _bad_pc(self, pc, active):
+        lanes = self.active_lanes(active)
+        a, w, l = (int(v) for v in np.argwhere(lanes)[0]) if lanes.any() else (0, 0, 0)
+        raise SimulatedFault("illegal instruction address", cta=int(self.cta_ids[a]), warp=w, lane=l, addr=pc,
+                             detail=f"pc={pc:#06x} is outside the kernel's code")
+
+    # ------------------------------------------------------------------------------------ CTA barriers
+    def bar_arrive(self, active, bar_id: np.ndarray, count: np.ndarray | None, pc: int, wait: bool) -> None:
+        """Warps of ``active`` arrive at named barrier ``bar_id`` (per warp); with ``wait`` they block until
+        ``count`` threads (default: every live thread of the CTA) have arrived."""
+        lanes = self.active_lanes(active)
+        warps = lanes.any(axis=2)
+        self.leave_together()
+        if wait:
+            self.st[lanes] = BAR
+            self.pc[lanes] = pc
+        else:
+            self.pc[lanes] = pc + 16
+        for a, w in zip(*np.nonzero(warps)):
+            a, w = int(a), int(w)
+            b = int(np.broadcast_to(bar_id, warps.shape)[a, w]) & 15
+            key = (a, b)
+            cnt = None if count is None else int(np.broadcast_to(count, warps.shape)[a, w])
+            arrived, need, waiting = self.bar_count.get(key, (0, cnt, []))
+            arrived += 32
+            if wait:
+                waiting.append(w)
+            self.bar_count[key] = (arrived, need if need is not None else cnt, waiting)
+        self._check_bars()
+
+    def _check_bars(self) -> None:
+        done = []
+        for (a, b), (arrived, need, waiting) in self.bar_count.items():
+            if need is None:
+                live_warps = int(((self.st[a] != EXITED) & (self.st[a] != NONE)).any(axis=1).sum())
+                complete = arrived >= 32 * live_warps
+            else:
+                complete = arrived >= need
+            if complete:
+                for w in waiting:
+                    at = self.st[a, w] == BAR
+                    self.st[a, w][at] = RUN
+                    self.pc[a, w][at] += 16
+                done.append((a, b))
+                if self.smem is not None and self.smem.shadow is not None:
+                    self.smem.barrier(np.arange(self.A) == a)
+        for k in done:
+            del self.bar_count[k]
+
+    def on_exit(self) -> None:
+        """After lanes exit: barriers waiting for every live thread may now be complete."""
+        if self.bar_count:
+            self._check_bars()

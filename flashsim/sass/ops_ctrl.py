@@ -1,0 +1,271 @@
+"""Control SASS semantics: BRA, BRX, EXIT, BSSY/BSYNC/BREAK (convergence barriers), WARPSYNC, CALL/RET,
+BAR (CTA and named barriers), NOP and the hints. A control semantic gets (m, ex, active): ``ex`` the lanes
+whose guard holds, ``active`` the lanes at this PC (None: every live lane, in lock-step); it moves the
+lanes' PCs itself and returns 'moved' (or 'stop' when every lane of the batch has exited).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flashsim.sass.machine import EXITED, NONE, RUN
+from flashsim.sass.program import Ctx, semantic
+
+
+def control(fn):
+    fn.control = True
+    return fn
+
+
+def _target(ctx: Ctx, op) -> int:
+    if op.kind == "imm":
+        return op.value
+    if op.kind == "target":
+        sym = ctx.program.symbols.get(op.name)
+        if sym is None:
+            raise ctx.unsupported(f"a branch to the unknown symbol {op.name!r}")
+        return sym
+    raise ctx.unsupported(f"branch target {op.text!r}")
+
+
+def _all(m, active):
+    return (m.st == RUN) if active is None else active
+
+
+def jump(m, pc: int, taken, active, target) -> str:
+    """Lanes ``taken`` go to ``target`` (an int or per-lane array); the rest of ``active`` fall through."""
+    act = _all(m, active)
+    tk = np.broadcast_to(taken, act.shape) & act
+    if np.ndim(target) == 0 and active is None and tk.sum() == act.sum():
+        m.cur = int(target)  # every lane of the lock-step group takes it
+        return "moved"
+    if np.ndim(target) == 0 and active is None and not tk.any():
+        m.cur = pc + 16
+        return "moved"
+    m.leave_together()
+    m.pc[act] = pc + 16
+    if np.ndim(target) == 0:
+        m.pc[tk] = int(target)
+    else:
+        m.pc[tk] = np.broadcast_to(target, act.shape)[tk]
+    return "moved"
+
+
+@semantic("BRA", "JMP", family="control")
+def bra(ctx: Ctx):
+    # BRA [p,] target: taken where the guard and p (default PT) hold; .U marks a warp-uniform branch
+    ops = ctx.ops
+    cond = None
+    if len(ops) == 2:
+        cond = ctx.pred(0)
+        tgt = _target(ctx, ops[1])
+    else:
+        tgt = _target(ctx, ops[0])
+    ctx.need(not ({"DIV", "CONV"} & ctx.mods), f"{ctx.ins.name}")
+    pc = ctx.ins.pc
+
+    @control
+    def run(m, ex, active):
+        taken = _all(m, ex) if ex is not None else _all(m, active)
+        if ex is None:
+            taken = np.ones((), bool) if active is None else active
+        if cond is not None:
+            taken = taken & cond(m)
+        return jump(m, pc, taken, active, tgt)
+    return run
+
+
+@semantic("BRX", "JMX", family="control")
+def brx(ctx: Ctx):
+    # BRX R, offset: jump to the address in R (plus the offset), per lane (switch tables)
+    op = ctx.ops[0]
+    ctx.need(op.kind == "r", f"{ctx.ins.text}")
+    reg = op.index
+    extra = ctx.ops[1].value if len(ctx.ops) > 1 and ctx.ops[1].kind == "imm" else 0
+    pc = ctx.ins.pc
+
+    @control
+    def run(m, ex, active):
+        taken = _all(m, active) if ex is None else ex
+        tgt = m.R[reg].astype(np.int64) + extra
+        return jump(m, pc, taken, active, tgt)
+    return run
+
+
+@semantic("EXIT", family="control")
+def exit_(ctx: Ctx):
+    pc = ctx.ins.pc
+
+    @control
+    def run(m, ex, active):
+        act = _all(m, active)
+        gone = act if ex is None else (np.asarray(ex) & act)
+        if active is None and gone.sum() == act.sum():
+            m.st[gone] = EXITED
+            if not (m.st == RUN).any() and not ((m.st != EXITED) & (m.st != NONE)).any():
+                return "stop"
+            m.together = False
+            m.on_exit()
+            return "moved"
+        m.leave_together()
+        m.pc[act] = pc + 16
+        m.st[gone] = EXITED
+        m.on_exit()
+        return "moved"
+    return run
+
+
+def _lane_bits(lanes: np.ndarray) -> np.ndarray:
+    """(A, W, 32) bools -> (A, W) uint32 lane masks."""
+    return (lanes.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=2).astype(np.uint32)
+
+
+@semantic("BSSY", family="control")
+def bssy(ctx: Ctx):
+    # BSSY Bn, reconvergence: Bn = the lanes executing it (the lanes a later BSYNC Bn waits for)
+    b = ctx.ops[0].index
+
+    @control
+    def run(m, ex, active):
+        lanes = _all(m, active) if ex is None else ex
+        warps = lanes.any(axis=2)
+        m.B[b] = np.where(warps, _lane_bits(lanes), m.B[b])
+        return None
+    return run
+
+
+@semantic("BREAK", family="control")
+def break_(ctx: Ctx):
+    # BREAK Bn[, p]: the lanes (where p holds) leave barrier Bn, so its BSYNC stops waiting for them
+    b = ctx.ops[0].index
+    cond = ctx.pred(1) if len(ctx.ops) > 1 else None
+
+    @control
+    def run(m, ex, active):
+        lanes = _all(m, active) if ex is None else ex
+        if cond is not None:
+            lanes = lanes & cond(m)
+        m.B[b] &= ~_lane_bits(lanes)
+        return None
+    return run
+
+
+def _converge(m, pc: int, ex, active, need: np.ndarray) -> str:
+    """Lanes ``ex`` wait at ``pc`` for every live lane of ``need`` ((A, W) uint32 masks) to arrive."""
+    act = _all(m, active)
+    lanes = act if ex is None else (np.asarray(ex) & act)
+    if active is None and ex is None:
+        return None  # lock-step: every live lane is already here
+    m.leave_together()
+    m.pc[act & ~lanes] = pc + 16  # guard false: fall through
+    m.wait_at(lanes, pc, need[..., None])
+    m._release_convergence()
+    return "moved"
+
+
+@semantic("BSYNC", family="control")
+def bsync(ctx: Ctx):
+    b = ctx.ops[0].index
+    pc = ctx.ins.pc
+
+    @control
+    def run(m, ex, active):
+        return _converge(m, pc, ex, active, m.B[b])
+    return run
+
+
+@semantic("WARPSYNC", family="control")
+def warpsync(ctx: Ctx):
+    # WARPSYNC mask (or .ALL): the lanes of mask meet here (__syncwarp)
+    pc = ctx.ins.pc
+    if "ALL" in ctx.mods or not ctx.ops:
+        mask = None
+    else:
+        mask = ctx.u32(0)
+
+    @control
+    def run(m, ex, active):
+        need = np.full((m.A, m.W), 0xFFFFFFFF, np.uint32) if mask is None else \
+            np.broadcast_to(np.asarray(mask(m), np.uint32), m.st.shape)[..., 0].copy()
+        if m.smem is not None and m.smem.shadow is not None:
+            m.smem.warp_barrier(_all(m, active).any(axis=2))
+        return _converge(m, pc, ex, active, need)
+    return run
+
+
+@semantic("CALL", family="control")
+def call(ctx: Ctx):
+    # CALL.REL.NOINC target: ptxas puts the return address in a register (MOV Rn, ret) and the callee
+    # returns with RET.REL.NODEC Rn, so the call is a jump
+    ctx.need({"REL", "NOINC"} <= ctx.mods or "ABS" in ctx.mods and "NOINC" in ctx.mods, f"{ctx.ins.name}")
+    tgt = _target(ctx, ctx.ops[0])
+    pc = ctx.ins.pc
+
+    @control
+    def run(m, ex, active):
+        taken = (np.ones((), bool) if active is None else active) if ex is None else ex
+        return jump(m, pc, taken, active, tgt)
+    return run
+
+
+@semantic("RET", family="control")
+def ret(ctx: Ctx):
+    # RET.REL.NODEC Rn[, function]: jump to the address in Rn
+    op = ctx.ops[0]
+    ctx.need(op.kind == "r", f"{ctx.ins.text}")
+    reg = op.index
+    pc = ctx.ins.pc
+
+    @control
+    def run(m, ex, active):
+        act = _all(m, active)
+        taken = act if ex is None else ex
+        tgt = m.R[reg].astype(np.int64)
+        vals = tgt[act]
+        if active is None and ex is None and vals.size and (vals == vals[0]).all():
+            m.cur = int(vals[0])
+            return "moved"
+        return jump(m, pc, taken, active, tgt)
+    return run
+
+
+@semantic("BAR", family="control")
+def bar(ctx: Ctx):
+    # BAR.SYNC[.DEFER_BLOCKING] id[, count]: wait until count threads (default: the whole CTA) arrive at
+    # barrier id; BAR.ARV id, count: arrive without waiting. Counts are in threads, warps count 32 each.
+    mods = ctx.mods
+    ctx.need(not ({"RED", "SCAN"} & mods), f"{ctx.ins.name} (barrier reductions)")
+    wait = "SYNC" in mods
+    ctx.need(wait or "ARV" in mods, f"{ctx.ins.name}")
+    rid = ctx.u32(0)
+    rcount = ctx.u32(1) if len(ctx.ops) > 1 else None
+    pc = ctx.ins.pc
+
+    @control
+    def run(m, ex, active):
+        lanes = _all(m, active) if ex is None else ex
+        bid = np.broadcast_to(np.asarray(rid(m)), m.st.shape)[..., 0]
+        cnt = None if rcount is None else np.broadcast_to(np.asarray(rcount(m)), m.st.shape)[..., 0]
+        m.bar_arrive(lanes, bid, cnt, pc, wait)
+        if ex is not None:  # lanes whose guard is false fall through
+            act = _all(m, active)
+            m.pc[act & ~lanes] = pc + 16
+        return "moved"
+    return run
+
+
+@semantic("NOP", "YIELD", "NANOSLEEP", "PMTRIG", "BMOV", family="control")
+def nop(ctx: Ctx):
+    if ctx.ins.opcode == "BMOV":
+        raise ctx.unsupported("BMOV (moving convergence barrier state)")
+    return lambda m, ex: None
+
+
+@semantic("BPT", family="control")
+def bpt(ctx: Ctx):
+    from flashsim.sass.machine import fault
+
+    def run(m, ex):
+        lanes = (m.st == RUN) if ex is None else ex
+        raise fault("trap (BPT)", m, ctx.ins, lanes, 0, "the kernel executed a trap")
+    return run

@@ -1,0 +1,330 @@
+"""Floating-point SASS semantics, each a thin call into flashsim.numerics: FADD/FMUL/FFMA (rounding
+modes, .FTZ, .SAT), FMNMX, FSETP, FSEL, FCHK, MUFU, F2FP (f32 pairs to f16x2/bf16x2), F2I / I2F / I2FP
+(int <-> float), F2F, HADD2.F32 (f16 to f32).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flashsim.numerics import cvt as cvt_mod
+from flashsim.numerics import fp32, sfu
+from flashsim.numerics.formats import F32, round_exact
+from flashsim.sass.program import Ctx, semantic
+
+_RND = {"RN": "rn", "RZ": "rz", "RM": "rm", "RP": "rp"}
+_SIGN = np.uint32(0x80000000)
+_EXP = np.uint32(0x7F800000)
+_MAN = np.uint32(0x007FFFFF)
+
+
+def _bc(*xs):
+    arrs = [np.asarray(x, np.uint32) for x in xs]
+    shape = np.broadcast_shapes(*(a.shape for a in arrs))
+    return [np.ascontiguousarray(np.broadcast_to(a, shape)) for a in arrs]
+
+
+def _rnd(ctx: Ctx) -> str:
+    r = [k for k in _RND if k in ctx.mods]
+    return _RND[r[0]] if r else "rn"
+
+
+@semantic("FADD", family="float")
+def fadd(ctx: Ctx):
+    ftz, sat, rnd = "FTZ" in ctx.mods, "SAT" in ctx.mods, _rnd(ctx)
+    ra, rb = ctx.f32(1), ctx.f32(2)
+    wd = ctx.dst(0)
+    one = np.uint32(0x3F800000)
+
+    def run(m, ex):
+        a, b = _bc(ra(m), rb(m))
+        if rnd == "rn" and not sat:
+            r = fp32.add(a, b, ftz=ftz)  # add.rn{.ftz}.f32
+        else:  # a * 1 + b rounds once, exactly as the sum does
+            r = fp32.fma(a, np.full_like(a, one), b, ftz=ftz, rnd=rnd, sat=sat)
+        wd(m, r, ex)
+    return run
+
+
+@semantic("FMUL", family="float")
+def fmul(ctx: Ctx):
+    ftz, sat, rnd = "FTZ" in ctx.mods, "SAT" in ctx.mods, _rnd(ctx)
+    ctx.need(not ({"D2", "D4", "D8", "M2", "M4", "M8"} & ctx.mods), f"FMUL scaling {ctx.ins.name}")
+    ra, rb = ctx.f32(1), ctx.f32(2)
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        a, b = _bc(ra(m), rb(m))
+        if rnd == "rn" and not sat:
+            r = fp32.mul(a, b, ftz=ftz)
+        else:  # a * b + (-0) rounds once and keeps the product's zero sign
+            r = fp32.fma(a, b, np.full_like(a, _SIGN), ftz=ftz, rnd=rnd, sat=sat)
+        wd(m, r, ex)
+    return run
+
+
+@semantic("FFMA", family="float")
+def ffma(ctx: Ctx):
+    ftz, sat, rnd = "FTZ" in ctx.mods, "SAT" in ctx.mods, _rnd(ctx)
+    ra, rb, rc = ctx.f32(1), ctx.f32(2), ctx.f32(3)
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        a, b, c = _bc(ra(m), rb(m), rc(m))
+        wd(m, fp32.fma(a, b, c, ftz=ftz, rnd=rnd, sat=sat), ex)
+    return run
+
+
+@semantic("FMNMX", family="float")
+def fmnmx(ctx: Ctx):
+    # FMNMX d, a, b, p: p true -> min, false -> max; a NaN operand is ignored (.NAN: propagated)
+    ftz, nan = "FTZ" in ctx.mods, "NAN" in ctx.mods
+    ra, rb, rp = ctx.f32(1), ctx.f32(2), ctx.pred(3)
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        a, b = _bc(ra(m), rb(m))
+        p = rp(m)
+        if np.ndim(p) == 0:
+            r = fp32.fmin(a, b, ftz=ftz, nan=nan) if bool(p) else fp32.fmax(a, b, ftz=ftz, nan=nan)
+        else:
+            r = np.where(p, fp32.fmin(a, b, ftz=ftz, nan=nan), fp32.fmax(a, b, ftz=ftz, nan=nan))
+        wd(m, r, ex)
+    return run
+
+
+def _flush(x: np.ndarray) -> np.ndarray:
+    return np.where((x & _EXP) == 0, x & _SIGN, x)
+
+
+_FCMP = {
+    "LT": lambda a, b: a < b, "EQ": lambda a, b: a == b, "LE": lambda a, b: a <= b, "GT": lambda a, b: a > b,
+    "NE": lambda a, b: (a != b) & ~np.isnan(a) & ~np.isnan(b), "GE": lambda a, b: a >= b,
+    "LTU": lambda a, b: ~(a >= b), "EQU": lambda a, b: (a == b) | np.isnan(a) | np.isnan(b),
+    "LEU": lambda a, b: ~(a > b), "GTU": lambda a, b: ~(a <= b), "NEU": lambda a, b: a != b,
+    "GEU": lambda a, b: ~(a < b), "NUM": lambda a, b: ~np.isnan(a) & ~np.isnan(b),
+    "NAN": lambda a, b: np.isnan(a) | np.isnan(b), "T": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
+    "F": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool),
+}
+_BOP = {"AND": np.logical_and, "OR": np.logical_or, "XOR": np.logical_xor}
+
+
+@semantic("FSETP", family="float")
+def fsetp(ctx: Ctx):
+    # FSETP.cmp[.FTZ].bop p, q, a, b, c: p = (a cmp b) bop c, q = !(a cmp b) bop c; ordered compares are
+    # false on NaN, the U forms true (setp.<cmp>.f32)
+    mods = ctx.mods
+    cmp = next((k for k in ("LTU", "EQU", "LEU", "GTU", "NEU", "GEU", "NUM", "NAN", "LT", "EQ", "LE", "GT",
+                            "NE", "GE", "T", "F") if k in mods), None)
+    bop = next((k for k in _BOP if k in mods), None)
+    ctx.need(cmp is not None and bop is not None, f"FSETP form {ctx.ins.name}")
+    ftz = "FTZ" in mods
+    wp, wq = ctx.dst(0), ctx.dst(1)
+    ra, rb, rc = ctx.f32(2), ctx.f32(3), ctx.pred(4)
+    f, g = _FCMP[cmp], _BOP[bop]
+
+    def run(m, ex):
+        a, b = _bc(ra(m), rb(m))
+        if ftz:
+            a, b = _flush(a), _flush(b)
+        with np.errstate(invalid="ignore"):
+            r = f(a.view(np.float32), b.view(np.float32))
+        c = rc(m)
+        wp(m, g(r, c), ex)
+        wq(m, g(~r, c), ex)
+    return run
+
+
+@semantic("FSEL", family="float")
+def fsel(ctx: Ctx):
+    ra, rb, rp = ctx.f32(1), ctx.f32(2), ctx.pred(3)
+    wd = ctx.dst(0)
+    return lambda m, ex: wd(m, np.where(rp(m), ra(m), rb(m)).astype(np.uint32), ex)
+
+
+@semantic("FCHK", family="float")
+def fchk(ctx: Ctx):
+    # FCHK p, a, b: true when a / b needs div.rn's slow path. Modelled conservatively (a superset of the
+    # device's cases): any operand zero, subnormal, Inf or NaN, or exponents so far apart, or so near the
+    # ends of the range, that the fast reciprocal-and-FFMA sequence could overflow or underflow. The slow
+    # path computes the correctly rounded quotient, as the fast path does where it is taken, so the
+    # quotient's bits do not depend on where the line is drawn (checked on the GPU by the div probes).
+    wp = ctx.dst(0)
+    ra, rb = ctx.f32(1), ctx.f32(2)
+
+    def run(m, ex):
+        a, b = _bc(ra(m), rb(m))
+        ea = ((a >> np.uint32(23)) & np.uint32(0xFF)).astype(np.int64)
+        eb = ((b >> np.uint32(23)) & np.uint32(0xFF)).astype(np.int64)
+        special = (ea == 0) | (ea == 255) | (eb == 0) | (eb == 255)
+        diff = ea - eb
+        risky = (diff >= 126) | (diff <= -126) | (eb >= 253) | (ea <= 24) | (eb <= 2)
+        wp(m, special | risky, ex)
+    return run
+
+
+_MUFU = {
+    "EX2": sfu.mufu_ex2, "LG2": sfu.mufu_lg2, "RCP": sfu.mufu_rcp, "TANH": sfu.mufu_tanh,
+}
+
+
+@semantic("MUFU", family="sfu")
+def mufu(ctx: Ctx):
+    # MUFU.op d, a: the special-function unit, from the tables measured on all 2^32 inputs (numerics.sfu)
+    fn_name = next((k for k in ctx.ins.mods), None)
+    if fn_name in ("EX2", "LG2", "RCP", "TANH") and len(ctx.ins.mods) == 1:
+        f = _MUFU[fn_name]
+        ra = ctx.f32(1)
+        wd = ctx.dst(0)
+
+        def run(m, ex):
+            (a,) = _bc(ra(m))
+            wd(m, f(a), ex)
+        return run
+    if fn_name in ("RSQ", "SQRT", "RCP64H", "RSQ64H", "SIN", "COS") and ctx.ops[1].kind == "fimm" and \
+            (ctx.ops[1].value & 0x7FFFFFFF) > 0x7F800000:
+        # a NaN constant operand (the division slow path's way of making a NaN): the SFU returns the
+        # canonical NaN for NaN input, as every measured MUFU function does
+        wd = ctx.dst(0)
+        return lambda m, ex: wd(m, np.uint32(0x7FFFFFFF), ex)
+    raise ctx.unsupported(f"MUFU.{'.'.join(ctx.ins.mods)} (not yet measured on the GPU)")
+
+
+@semantic("F2FP", family="cvt")
+def f2fp(ctx: Ctx):
+    # F2FP.{F16,BF16}.F32.PACK_AB d, a, b: d = {hi: cvt.rn(a), lo: cvt.rn(b)} (cvt.rn.{f16x2,bf16x2}.f32 d, a, b)
+    mods = ctx.mods
+    ctx.need("PACK_AB" in mods and "F32" in mods, f"F2FP form {ctx.ins.name}")
+    relu = "RELU" in mods
+    to = "bf16" if "BF16" in mods else "f16"
+    ctx.need(not ({"RZ", "RM", "RP", "SATFINITE"} & mods), f"F2FP rounding {ctx.ins.name}")
+    ra, rb = ctx.f32(1), ctx.f32(2)
+    wd = ctx.dst(0)
+    conv = cvt_mod.f32_to_bf16 if to == "bf16" else cvt_mod.f32_to_f16
+
+    def run(m, ex):
+        a, b = _bc(ra(m), rb(m))
+        hi = np.asarray(conv(a, "rn", relu=relu), np.uint32)
+        lo = np.asarray(conv(b, "rn", relu=relu), np.uint32)
+        wd(m, (hi << np.uint32(16)) | lo, ex)
+    return run
+
+
+def _f32_value(bits: np.ndarray, ftz: bool) -> np.ndarray:
+    x = bits.view(np.float32).astype(np.float64)
+    if ftz:
+        x = np.where((bits & _EXP) == 0, 0.0, x)
+    return x
+
+
+@semantic("F2I", family="cvt")
+def f2i(ctx: Ctx):
+    # F2I[.FTZ][.U32|.S64|.U64][.TRUNC|.FLOOR|.CEIL][.NTZ] d, a: cvt.rni/rzi/rmi/rpi.{s,u}{32,64}.f32 --
+    # round to an integer, saturate to the type's range, NaN gives 0
+    mods = ctx.mods
+    ftz = "FTZ" in mods
+    rnd = "rz" if "TRUNC" in mods else "rm" if "FLOOR" in mods else "rp" if "CEIL" in mods else "rn"
+    dst = "u32" if "U32" in mods else "s64" if "S64" in mods else "u64" if "U64" in mods else "s32"
+    ctx.need(not ({"F64", "F16"} & mods), f"F2I source type in {ctx.ins.name}")
+    ra = ctx.f32(1)
+    wide = dst.endswith("64")
+    wd = ctx.dst64(0) if wide else ctx.dst(0)
+    lo, hi = {"s32": (-2.0**31, 2.0**31 - 1), "u32": (0.0, 2.0**32 - 1), "s64": (-2.0**63, 2.0**63 - 1024),
+              "u64": (0.0, 2.0**64 - 2048)}[dst]
+
+    def run(m, ex):
+        (a,) = _bc(ra(m))
+        x = _f32_value(a, ftz)
+        with np.errstate(invalid="ignore"):
+            r = {"rz": np.trunc, "rm": np.floor, "rp": np.ceil, "rn": np.rint}[rnd](x)
+        nan = np.isnan(r)
+        r = np.clip(np.where(nan, 0.0, r), lo, hi)
+        if dst == "s32":
+            out = r.astype(np.int64).astype(np.uint32)
+        elif dst == "u32":
+            out = r.astype(np.uint64).astype(np.uint32)
+        elif dst == "s64":
+            out = np.where(x >= 2.0**63, np.uint64(0x7FFFFFFFFFFFFFFF), r.astype(np.int64).view(np.uint64))
+        else:
+            out = np.where(x >= 2.0**64, np.uint64(0xFFFFFFFFFFFFFFFF), r.astype(np.uint64))
+        wd(m, out, ex)
+    return run
+
+
+def int_to_f32(v: np.ndarray, signed: bool, rnd: str) -> np.ndarray:
+    """An integer (int64 / uint64 array) rounded to f32 bits with ``rnd`` (cvt.rn/rz/rm/rp.f32.{s,u}XX)."""
+    v = np.asarray(v)
+    if signed:
+        neg = v < 0
+        mag = np.where(neg, -(v.astype(np.int64)), v).astype(np.uint64)
+    else:
+        neg = np.zeros(v.shape, bool)
+        mag = v.astype(np.uint64)
+    # round_exact takes magnitudes below 2^63: halve larger ones, keeping the dropped bit as sticky
+    big = mag >= np.uint64(1 << 63)
+    sticky = big & ((mag & np.uint64(1)) != 0)
+    mag = np.where(big, mag >> np.uint64(1), mag)
+    exp = big.astype(np.int64)
+    return np.asarray(round_exact(neg, mag.astype(np.int64), exp, F32, rnd, sticky=sticky), np.uint32)
+
+
+@semantic("I2F", "I2FP", family="cvt")
+def i2f(ctx: Ctx):
+    # I2F[.F32][.S32|.U32|.S64|.U64][.RN|.RZ|.RM|.RP] d, a (I2FP.F32.{S32,U32}: the same, round to nearest)
+    mods = ctx.mods
+    ctx.need(not ({"F64", "F16", "BF16"} & mods), f"I2F destination type in {ctx.ins.name}")
+    src = "u32" if "U32" in mods else "s64" if "S64" in mods else "u64" if "U64" in mods else "s32"
+    ctx.need(not ({"S8", "U8", "S16", "U16"} & mods), f"I2F source width in {ctx.ins.name}")
+    rnd = _rnd(ctx)
+    ra = ctx.u64(1) if src.endswith("64") else ctx.raw(1)
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        (a,) = np.broadcast_arrays(np.asarray(ra(m)))
+        if src == "s32":
+            v = np.asarray(a, np.uint32).view(np.int32).astype(np.int64)
+        elif src == "u32":
+            v = np.asarray(a, np.uint32).astype(np.int64)
+        elif src == "s64":
+            v = np.asarray(a, np.uint64).view(np.int64)
+        else:
+            v = np.asarray(a, np.uint64)
+        wd(m, int_to_f32(v, src[0] == "s", rnd), ex)
+    return run
+
+
+def _half(x: np.ndarray, suffix: tuple) -> np.ndarray:
+    if "H1_H1" in suffix or "H1" in suffix:
+        return (x >> np.uint32(16)) & np.uint32(0xFFFF)
+    return x & np.uint32(0xFFFF)
+
+
+@semantic("HADD2", family="half")
+def hadd2(ctx: Ctx):
+    # HADD2.F32 d, a, b: d = f32(a.half) + f32(b.half) in f32 (ptxas's f16 -> f32 conversion is
+    # HADD2.F32 d, -RZ, x.H0_H0, exact)
+    ctx.need("F32" in ctx.mods, f"{ctx.ins.name} (f16x2 arithmetic is not modelled yet)")
+    ops = ctx.ops
+    readers = []
+    for i in (1, 2):
+        op = ops[i]
+        base = ctx.raw(i)
+        neg, absolute, sfx = op.neg, op.absolute, op.suffix
+
+        def rd(m, base=base, neg=neg, absolute=absolute, sfx=sfx, zero=op.is_zero_reg):
+            h = _half(np.asarray(base(m), np.uint32), sfx)
+            f = cvt_mod.f16_to_f32(np.asarray(h, np.uint16)).astype(np.uint32) if not zero else np.uint32(0)
+            f = np.asarray(f, np.uint32)
+            if absolute:
+                f = f & np.uint32(0x7FFFFFFF)
+            if neg:
+                f = f ^ _SIGN
+            return f
+        readers.append(rd)
+    wd = ctx.dst(0)
+    ftz = "FTZ" in ctx.mods
+
+    def run(m, ex):
+        a, b = _bc(readers[0](m), readers[1](m))
+        wd(m, fp32.add(a, b, ftz=ftz), ex)
+    return run

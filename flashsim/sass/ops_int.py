@@ -1,0 +1,497 @@
+"""Integer and logic SASS semantics: IADD3, IMAD (every form), LEA, LOP3, PLOP3, SHF, PRMT, ISETP, SEL,
+IABS, VIADD, VIMNMX, VIADDMNMX, IMNMX, POPC, FLO, BREV, MOV, the uniform U* forms of each, S2R/S2UR/CS2R,
+R2UR. Bit conventions follow the PTX ISA's integer instructions (add.cc/addc, mad.lo/hi/wide, shf,
+prmt, lop3, setp); carries travel in predicates as ptxas emits them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flashsim.sass.program import Ctx, semantic
+
+M32 = np.uint64(0xFFFFFFFF)
+S32 = np.uint64(32)
+
+
+def _u64(x) -> np.ndarray:
+    return np.asarray(x).astype(np.uint64)
+
+
+def _s64(x) -> np.ndarray:
+    return np.asarray(x, np.uint32).view(np.int32).astype(np.int64) if np.ndim(x) else np.int64(np.int32(np.uint32(x)))
+
+
+def _lo(x) -> np.ndarray:
+    return (np.asarray(x, np.uint64) & M32).astype(np.uint32)
+
+
+def _split_dsts(ctx: Ctx, max_preds: int):
+    """Leading destinations: the register, then up to ``max_preds`` predicate outputs (carry outs)."""
+    ops = ctx.ops
+    d = 0
+    preds = []
+    i = 1
+    while i < len(ops) and ops[i].kind in ("p", "up") and len(preds) < max_preds:
+        preds.append(i)
+        i += 1
+    return d, preds, i
+
+
+# ------------------------------------------------------------------------------------------------ adds
+@semantic("IADD3", "UIADD3", family="int")
+def iadd3(ctx: Ctx):
+    # IADD3 d, [c0, [c1,]] a, b, c   (.X: d = a + b + c + cin0 + cin1)
+    # A '-' operand enters the adder as ~x with a carry-in of 1 (two's complement), so a subtraction's
+    # carry out is "no borrow", as add.cc/sub.cc define it. Stage 1 adds a and b (carry out c0), stage
+    # 2 adds c to that (carry out c1); the .X form adds its two carry-in predicates to stage 2.
+    x = "X" in ctx.mods
+    d, preds, i = _split_dsts(ctx, 2)
+    srcs = [ctx.ops[j] for j in range(i, i + 3)]
+    ctx.need(len(ctx.ops) >= i + 3, "IADD3 with fewer than 3 sources")
+    readers = []
+    ones = []
+    for j, op in enumerate(srcs):
+        if op.neg:
+            base = ctx.raw(i + j)
+            readers.append(lambda m, base=base: ~np.asarray(base(m), np.uint32))
+            ones.append(1)
+        else:
+            readers.append(ctx.u32(i + j))
+            ones.append(0)
+    cin = [ctx.pred(k) for k in range(i + 3, len(ctx.ops))] if x else []
+    wd = ctx.dst(d)
+    wp = [ctx.dst(k) for k in preds]
+    ra, rb, rc = readers
+
+    def run(m, ex):
+        s1 = _u64(ra(m)) + _u64(rb(m)) + np.uint64(ones[0] + ones[1])
+        c0 = s1 >> S32
+        s2 = (s1 & M32) + _u64(rc(m)) + np.uint64(ones[2])
+        for p in cin:
+            s2 = s2 + np.asarray(p(m)).astype(np.uint64)
+        c1 = s2 >> S32
+        wd(m, _lo(s2), ex)
+        if wp:
+            if len(wp) == 1:
+                wp[0](m, (c0 + c1) != 0, ex)
+            else:
+                wp[0](m, c0 != 0, ex)
+                wp[1](m, c1 != 0, ex)
+    return run
+
+
+@semantic("VIADD", family="int")
+def viadd(ctx: Ctx):
+    # VIADD d, a, b: d = a + b (32-bit wrap; '-' negates)
+    ra, rb = ctx.u32(1), ctx.u32(2)
+    wd = ctx.dst(0)
+    ctx.need(len(ctx.ops) == 3, "VIADD with more than two sources")
+    return lambda m, ex: wd(m, (np.asarray(ra(m), np.uint32) + np.asarray(rb(m), np.uint32)).astype(np.uint32), ex)
+
+
+def _minmax(a, b, pick_min, signed: bool):
+    if signed:
+        a, b = a.view(np.int32) if isinstance(a, np.ndarray) else np.int32(a), b.view(np.int32) if isinstance(b, np.ndarray) else np.int32(b)
+    out = np.where(pick_min, np.minimum(a, b), np.maximum(a, b))
+    return np.asarray(out).astype(np.int64).astype(np.uint32) if signed else np.asarray(out, np.uint32)
+
+
+@semantic("VIMNMX", "IMNMX", "UIMNMX", family="int")
+def imnmx(ctx: Ctx):
+    # IMNMX d, a, b, p: p true -> min, false -> max; signed unless .U32
+    signed = "U32" not in ctx.mods
+    ra, rb, rp = ctx.u32(1), ctx.u32(2), ctx.pred(3)
+    wd = ctx.dst(0)
+    return lambda m, ex: wd(m, _minmax(np.asarray(ra(m), np.uint32), np.asarray(rb(m), np.uint32), rp(m), signed), ex)
+
+
+@semantic("VIADDMNMX", family="int")
+def viaddmnmx(ctx: Ctx):
+    # VIADDMNMX d, a, b, c, p: d = min/max(a + b, c), p true -> min; signed unless .U32
+    signed = "U32" not in ctx.mods
+    ra, rb, rc, rp = ctx.u32(1), ctx.u32(2), ctx.u32(3), ctx.pred(4)
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        s = (np.asarray(ra(m), np.uint32) + np.asarray(rb(m), np.uint32)).astype(np.uint32)
+        wd(m, _minmax(s, np.asarray(rc(m), np.uint32), rp(m), signed), ex)
+    return run
+
+
+@semantic("IABS", "UIABS", family="int")
+def iabs(ctx: Ctx):
+    ra = ctx.u32(1)
+    wd = ctx.dst(0)
+    # |INT_MIN| wraps to INT_MIN, as abs.s32 does
+    return lambda m, ex: wd(m, np.abs(np.asarray(ra(m), np.uint32).view(np.int32)).view(np.uint32), ex)
+
+
+# ------------------------------------------------------------------------------------------------ IMAD
+@semantic("IMAD", "UIMAD", family="int")
+def imad(ctx: Ctx):
+    mods = ctx.mods
+    signed = "U32" not in mods
+    wd = ctx.dst(0)
+    if "WIDE" in mods:
+        # IMAD.WIDE[.U32] d(64), a, b, c(64): d = a * b (32 x 32 -> 64, signed unless .U32) + c
+        ra, rb, rc = ctx.raw(1), ctx.raw(2), ctx.u64(3)
+        ctx.need(not (ctx.ops[1].neg or ctx.ops[2].neg or ctx.ops[3].neg), "a negated IMAD.WIDE operand")
+        w64 = ctx.dst64(0)
+
+        def run_wide(m, ex):
+            a, b = np.asarray(ra(m), np.uint32), np.asarray(rb(m), np.uint32)
+            if signed:
+                p = (a.view(np.int32).astype(np.int64) if a.ndim else np.int64(np.int32(a))) * \
+                    (b.view(np.int32).astype(np.int64) if b.ndim else np.int64(np.int32(b)))
+                p = np.asarray(p).view(np.uint64) if np.ndim(p) else np.uint64(np.int64(p) & 0xFFFFFFFFFFFFFFFF)
+            else:
+                p = a.astype(np.uint64) * b.astype(np.uint64)
+            w64(m, (p + np.asarray(rc(m), np.uint64)).astype(np.uint64), ex)
+        return run_wide
+    if "HI" in mods:
+        # IMAD.HI[.U32] d, a, b, c: d = high 32 bits of a * b, plus c
+        ra, rb, rc = ctx.raw(1), ctx.raw(2), ctx.u32(3)
+        x = "X" in mods
+        cin = ctx.pred(4) if x and len(ctx.ops) > 4 else None
+
+        def run_hi(m, ex):
+            a, b = np.asarray(ra(m), np.uint32), np.asarray(rb(m), np.uint32)
+            if signed:
+                p = (a.view(np.int32).astype(np.int64) if a.ndim else np.int64(np.int32(a))) * \
+                    (b.view(np.int32).astype(np.int64) if b.ndim else np.int64(np.int32(b)))
+                hi = (np.asarray(p) >> 32).astype(np.int64).astype(np.uint32)
+            else:
+                hi = ((a.astype(np.uint64) * b.astype(np.uint64)) >> S32).astype(np.uint32)
+            s = hi.astype(np.uint64) + _u64(rc(m))
+            if cin is not None:
+                s = s + np.asarray(cin(m)).astype(np.uint64)
+            wd(m, _lo(s), ex)
+        return run_hi
+    # IMAD[.MOV|.SHL|.IADD|.U32|.X] d, a, b, c: d = a * b + c (low 32 bits; .X adds a carry-in predicate)
+    ra, rb, rc = ctx.u32(1), ctx.u32(2), ctx.u32(3)
+    x = "X" in mods
+    cin = ctx.pred(4) if x and len(ctx.ops) > 4 else None
+
+    def run(m, ex):
+        p = np.asarray(ra(m), np.uint32).astype(np.uint64) * np.asarray(rb(m), np.uint32).astype(np.uint64)
+        s = p + _u64(rc(m))
+        if cin is not None:
+            s = s + np.asarray(cin(m)).astype(np.uint64)
+        wd(m, _lo(s), ex)
+    return run
+
+
+# ------------------------------------------------------------------------------------------------ LEA
+@semantic("LEA", "ULEA", family="int")
+def lea(ctx: Ctx):
+    # LEA    d, [p,] a, b, s          d = (a << s) + b                 carry out p
+    # LEA.HI d, [p,] a, b, c, s       d = b + hi32((c:a) << s)         (.SX32: c = sign of a)
+    # .X forms add a carry-in predicate (the last operand)
+    mods = ctx.mods
+    d, preds, i = _split_dsts(ctx, 1)
+    hi = "HI" in mods
+    sx = "SX32" in mods
+    x = "X" in mods
+    ra = ctx.raw(i)
+    ctx.need(not ctx.ops[i].neg, "a negated LEA shifted operand")
+    rb = ctx.u32(i + 1)
+    j = i + 2
+    rc = None
+    if hi and not sx:
+        rc = ctx.u32(j)
+        j += 1
+    sh_op = ctx.ops[j]
+    ctx.need(sh_op.kind == "imm", "LEA with a register shift amount")
+    sh = sh_op.value & 31 if not hi else sh_op.value
+    cin = ctx.pred(j + 1) if x and len(ctx.ops) > j + 1 else None
+    wd = ctx.dst(d)
+    wp = ctx.dst(preds[0]) if preds else None
+
+    def run(m, ex):
+        a = np.asarray(ra(m), np.uint32)
+        if hi:
+            if sx:
+                hi_word = (a.view(np.int32) if a.ndim else np.int32(a)) >> 31
+                hi_word = np.asarray(hi_word).astype(np.int64).astype(np.uint32)
+            else:
+                hi_word = np.asarray(rc(m), np.uint32)
+            wide = (hi_word.astype(np.uint64) << S32) | a.astype(np.uint64)
+            shifted = (wide << np.uint64(sh)) >> S32 if sh < 64 else np.uint64(0)
+            shifted = np.asarray(shifted).astype(np.uint64) & M32
+        else:
+            shifted = (a.astype(np.uint64) << np.uint64(sh)) & M32
+        s = shifted + _u64(rb(m))
+        if cin is not None:
+            s = s + np.asarray(cin(m)).astype(np.uint64)
+        wd(m, _lo(s), ex)
+        if wp is not None:
+            wp(m, (s >> S32) != 0, ex)
+    return run
+
+
+# ------------------------------------------------------------------------------------------------ logic
+def lop3(a, b, c, lut: int):
+    """The three-input lookup: bit i of the result is lut[(a_i << 2) | (b_i << 1) | c_i] (PTX lop3.b32;
+    the table is the result on a = 0xF0, b = 0xCC, c = 0xAA)."""
+    a, b, c = (np.asarray(v, np.uint32) for v in (a, b, c))
+    out = np.zeros(np.broadcast(a, b, c).shape, np.uint32)
+    for k in range(8):
+        if (lut >> k) & 1:
+            ta = a if k & 4 else ~a
+            tb = b if k & 2 else ~b
+            tc = c if k & 1 else ~c
+            out |= ta & tb & tc
+    return out
+
+
+@semantic("LOP3", "ULOP3", family="int")
+def lop3_sem(ctx: Ctx):
+    # LOP3.LUT [p,] d, a, b, c, lut, q: d = lut(a, b, c); p = (d != 0) (q = !PT: nothing added)
+    ops = ctx.ops
+    pout = None
+    i = 0
+    if ops[0].kind in ("p", "up"):
+        pout, i = 0, 1
+    d = i
+    ra, rb, rc = ctx.u32(i + 1), ctx.u32(i + 2), ctx.u32(i + 3)
+    ctx.need(ops[i + 4].kind == "imm", "LOP3 with a register LUT")
+    lut = ops[i + 4].value & 0xFF
+    if len(ops) > i + 5:
+        q = ops[i + 5]
+        ctx.need(q.kind in ("p", "up") and q.index == 7 and q.invert, f"LOP3's predicate input {q.text}")
+    wd = ctx.dst(d)
+    wp = ctx.dst(pout) if pout is not None else None
+
+    def run(m, ex):
+        r = lop3(ra(m), rb(m), rc(m), lut)
+        wd(m, r, ex)
+        if wp is not None:
+            wp(m, r != 0, ex)
+    return run
+
+
+@semantic("PLOP3", "UPLOP3", family="int")
+def plop3(ctx: Ctx):
+    # PLOP3.LUT p, q, a, b, c, lut_p, lut_q: p = lut_p(a, b, c), q = lut_q(a, b, c) on predicates
+    ops = ctx.ops
+    wp, wq = ctx.dst(0), ctx.dst(1)
+    ra, rb, rc = ctx.pred(2), ctx.pred(3), ctx.pred(4)
+    lp, lq = ops[5].value & 0xFF, ops[6].value & 0xFF
+
+    def table(a, b, c, lut):
+        idx = (np.asarray(a, np.int64) << 2) | (np.asarray(b, np.int64) << 1) | np.asarray(c, np.int64)
+        return ((lut >> idx) & 1).astype(bool)
+
+    def run(m, ex):
+        a, b, c = ra(m), rb(m), rc(m)
+        wp(m, table(a, b, c, lp), ex)
+        wq(m, table(a, b, c, lq), ex)
+    return run
+
+
+@semantic("SHF", "USHF", family="int")
+def shf(ctx: Ctx):
+    # SHF.{L,R}.{U32,S32,U64,S64}[.HI] d, a, s, c: funnel shift of the 64-bit (c:a) by s, clamped to the
+    # type's width (shf.clamp); .HI keeps the high word, otherwise the low word. Right shifts of signed
+    # types are arithmetic.
+    mods = ctx.mods
+    left = "L" in mods
+    hi = "HI" in mods
+    signed = "S32" in mods or "S64" in mods
+    width = 64 if ("U64" in mods or "S64" in mods) else 32
+    ctx.need("W" not in mods, "SHF.W (wrapping shift amount)")
+    ra, rs, rc = ctx.u32(1), ctx.u32(2), ctx.u32(3)
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        a = _u64(ra(m))
+        c = np.asarray(rc(m), np.uint32)
+        s = np.minimum(_u64(rs(m)), np.uint64(width))
+        if left:
+            wide = (c.astype(np.uint64) << S32) | a
+            r = np.where(s >= 64, np.uint64(0), wide << np.minimum(s, np.uint64(63)))
+            out = (r >> S32) if hi else r
+        else:
+            if signed:
+                wide = ((c.view(np.int32) if c.ndim else np.int32(c)).astype(np.int64) << 32) | a.astype(np.int64)
+                r = (np.asarray(wide, np.int64) >> np.minimum(s, np.uint64(63)).astype(np.int64)).view(np.uint64) \
+                    if np.ndim(wide) else np.uint64(int(wide) >> int(min(s, 63)) & 0xFFFFFFFFFFFFFFFF)
+            else:
+                wide = (c.astype(np.uint64) << S32) | a
+                r = np.where(s >= 64, np.uint64(0), wide >> np.minimum(s, np.uint64(63)))
+            out = (np.asarray(r, np.uint64) >> S32) if hi else r
+        wd(m, _lo(out), ex)
+    return run
+
+
+@semantic("PRMT", "UPRMT", family="int")
+def prmt(ctx: Ctx):
+    # PRMT d, a, sel, b: byte i of d = byte sel_i & 7 of {b, a} (a bytes 0..3, b bytes 4..7); selector bit
+    # 3 replicates that byte's sign bit (prmt.b32 default mode)
+    ctx.need(not (ctx.mods - {"B32"}), f"PRMT mode {'.'.join(sorted(ctx.mods))}")
+    ra, rs, rb = ctx.u32(1), ctx.u32(2), ctx.u32(3)
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        a, b = _u64(ra(m)), _u64(rb(m))
+        sel = np.asarray(rs(m), np.uint32)
+        both = a | (b << S32)
+        out = np.zeros(np.broadcast(a, b, sel).shape, np.uint32)
+        for i in range(4):
+            nib = (sel >> np.uint32(4 * i)) & np.uint32(0xF)
+            byte = ((both >> ((nib & np.uint32(7)).astype(np.uint64) * np.uint64(8))) & np.uint64(0xFF)).astype(np.uint32)
+            sign = np.where((byte & np.uint32(0x80)) != 0, np.uint32(0xFF), np.uint32(0))
+            byte = np.where((nib & np.uint32(8)) != 0, sign, byte)
+            out |= byte << np.uint32(8 * i)
+        wd(m, out, ex)
+    return run
+
+
+_CMP = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal, "GT": np.greater,
+        "GE": np.greater_equal}
+_BOP = {"AND": np.logical_and, "OR": np.logical_or, "XOR": np.logical_xor}
+
+
+@semantic("ISETP", "UISETP", family="int")
+def isetp(ctx: Ctx):
+    # ISETP.cmp[.U32].bop[.EX] p, q, a, b, c[, lo]: p = (a cmp b) bop c, q = !(a cmp b) bop c (signed unless
+    # .U32). .EX compares the high words of 64-bit values: lo is the low words' comparison by the same
+    # cmp, used on equal high words (p = hi_strict | (hi_eq & lo); EQ: hi_eq & lo; NE: hi_ne | lo).
+    mods = ctx.mods
+    cmp = next((k for k in _CMP if k in mods), None)
+    bop = next((k for k in _BOP if k in mods), None)
+    ctx.need(cmp is not None and bop is not None, f"ISETP form {ctx.ins.name}")
+    signed = "U32" not in mods
+    ex_form = "EX" in mods
+    wp, wq = ctx.dst(0), ctx.dst(1)
+    ra, rb, rc = ctx.u32(2), ctx.u32(3), ctx.pred(4)
+    rlo = ctx.pred(5) if ex_form else None
+    f, g = _CMP[cmp], _BOP[bop]
+
+    def run(m, ex):
+        a, b = np.asarray(ra(m), np.uint32), np.asarray(rb(m), np.uint32)
+        if signed:
+            a, b = a.view(np.int32) if a.ndim else np.int32(a), b.view(np.int32) if b.ndim else np.int32(b)
+        r = f(a, b)
+        if ex_form:
+            lo = rlo(m)
+            eq = np.equal(a, b)
+            if cmp == "EQ":
+                r = eq & lo
+            elif cmp == "NE":
+                r = (~eq) | lo
+            else:
+                strict = {"LT": np.less, "LE": np.less, "GT": np.greater, "GE": np.greater}[cmp](a, b)
+                r = strict | (eq & lo)
+        c = rc(m)
+        wp(m, g(r, c), ex)
+        wq(m, g(np.logical_not(r), c), ex)
+    return run
+
+
+@semantic("SEL", "USEL", family="int")
+def sel(ctx: Ctx):
+    # SEL d, a, b, p: d = p ? a : b
+    ra, rb, rp = ctx.u32(1), ctx.u32(2), ctx.pred(3)
+    wd = ctx.dst(0)
+    return lambda m, ex: wd(m, np.where(rp(m), ra(m), rb(m)).astype(np.uint32), ex)
+
+
+@semantic("POPC", "UPOPC", family="int")
+def popc(ctx: Ctx):
+    ra = ctx.u32(1)
+    wd = ctx.dst(0)
+    return lambda m, ex: wd(m, np.bitwise_count(np.asarray(ra(m), np.uint32)).astype(np.uint32), ex)
+
+
+@semantic("FLO", "UFLO", family="int")
+def flo(ctx: Ctx):
+    # FLO[.U32|.S32][.SH] d, a: bit position of the most significant 1 (0xFFFFFFFF when none);
+    # .SH gives the shift amount (31 - position) instead. .S32 finds the first bit that differs from the sign.
+    mods = ctx.mods
+    signed = "U32" not in mods
+    shamt = "SH" in mods
+    ra = ctx.u32(1)
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        a = np.asarray(ra(m), np.uint32)
+        if signed:
+            a = np.where((a >> np.uint32(31)) != 0, ~a, a).astype(np.uint32)
+        nz = a != 0
+        pos = np.where(nz, 31 - _clz(a), -1)
+        if shamt:
+            pos = np.where(nz, 31 - pos, -1)
+        wd(m, np.asarray(pos).astype(np.int64).astype(np.uint32), ex)
+    return run
+
+
+def _clz(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a, np.uint32)
+    n = np.zeros(a.shape, np.int64)
+    x = a.astype(np.uint64)
+    for sh in (16, 8, 4, 2, 1):
+        mask = x < (np.uint64(1) << np.uint64(32 - sh))
+        n = np.where(mask, n + sh, n)
+        x = np.where(mask, x << np.uint64(sh), x)
+    return np.where(a == 0, 32, n)
+
+
+@semantic("BREV", "UBREV", family="int")
+def brev(ctx: Ctx):
+    ra = ctx.u32(1)
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        a = np.asarray(ra(m), np.uint32)
+        out = np.zeros(a.shape, np.uint32)
+        for i in range(32):
+            out |= ((a >> np.uint32(i)) & np.uint32(1)) << np.uint32(31 - i)
+        wd(m, out, ex)
+    return run
+
+
+@semantic("MOV", "UMOV", family="int")
+def mov(ctx: Ctx):
+    # MOV d, a[, mask]: the optional lane mask is a scheduling hint
+    ra = ctx.raw(1)
+    wd = ctx.dst(0)
+    return lambda m, ex: wd(m, ra(m), ex)
+
+
+@semantic("S2R", "S2UR", "CS2R", family="int")
+def s2r(ctx: Ctx):
+    # S2R d, SR_x; CS2R d(.32|64), SR_x (CS2R SRZ zeroes a pair)
+    op = ctx.ins.opcode
+    if op == "CS2R":
+        src = ctx.ops[1]
+        if src.name == "SRZ":
+            w = ctx.dst64(0) if "32" not in ctx.mods else ctx.dst(0)
+            return lambda m, ex: w(m, np.uint64(0), ex)
+        if src.name == "SR_CLOCKLO":
+            w = ctx.dst64(0)
+            return lambda m, ex: w(m, np.uint64(m.clock), ex)
+        ctx.need(False, f"CS2R of {src.name}")
+    r = ctx.special(ctx.ops[1])
+    wd = ctx.dst(0)
+    return lambda m, ex: wd(m, r(m), ex)
+
+
+@semantic("R2UR", family="int")
+def r2ur(ctx: Ctx):
+    # R2UR ud, r: the value of the lowest active lane (ptxas uses it for values every lane holds)
+    src = ctx.ops[1]
+    ctx.need(src.kind == "r", f"R2UR of {src.text}")
+    idx = src.index
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        lanes = (m.st == 0)
+        if idx == 255:
+            v = np.zeros((m.A, m.W), np.uint32)
+        else:
+            first = np.argmax(lanes, axis=2)
+            v = np.take_along_axis(m.R[idx], first[..., None], axis=2)[..., 0]
+        wd(m, v, ex)
+    return run

@@ -1,0 +1,462 @@
+"""Memory SASS semantics: LDG/STG, LDS/STS, LDL/STL, LDC/ULDC, LD/ST (generic), LDSM/STSM, LDGSTS with
+LDGDEPBAR/DEPBAR groups, and global/shared atomics (ATOMG, REDG, ATOMS, ATOM).
+
+Shared accesses go through flashsim.warp (bytes, faults, the bank ledger under the instruction's PC,
+the race shadow when it is on); global ones through :class:`flashsim.sass.gmem.GlobalMemory`, bounds
+checked against the allocations. A memory instruction completes when it executes (loads see every
+earlier store of any warp): the device only promises that much for accesses ordered by barriers,
+fences or the same thread, which is what a correct kernel relies on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flashsim.numerics import fp32
+from flashsim.sass.isa import RZ, URZ
+from flashsim.sass.machine import fault
+from flashsim.sass.program import Ctx, semantic
+from flashsim.warp import ldmatrix, ld_shared, st_shared, stmatrix
+from flashsim.warp.memory import cp_async_commit_group, cp_async_wait_group
+
+_WIDTH = {"U8": 1, "S8": 1, "U16": 2, "S16": 2, "32": 4, "64": 8, "128": 16}
+
+
+def _width(ctx: Ctx) -> tuple[int, bool]:
+    w, signed = 4, False
+    for mod in ctx.ins.mods:
+        if mod in _WIDTH:
+            w = _WIDTH[mod]
+            signed = mod.startswith("S")
+    return w, signed
+
+
+def _address(ctx: Ctx, i: int, wide: bool):
+    """Reader of a memory operand's address per lane: register (pair) + uniform (pair) + offset."""
+    op = ctx.ops[i]
+    ctx.need(op.kind == "mem", f"a memory operand, got {op.text!r}")
+    sfx = set(op.suffix) - {"U32"}
+    ctx.need(not sfx, f"address modifier .{'.'.join(sorted(sfx))} in {op.text}")
+    reg, reg64, ureg, ureg64, off = op.reg, op.reg64, op.ureg, op.ureg64, op.value
+    dt = np.uint64 if wide else np.int64
+
+    def addr(m):
+        a = np.full(m.st.shape, off, np.int64).astype(dt)
+        if reg != RZ:
+            r = m.R[reg].astype(dt)
+            if reg64:
+                r = r | (m.R[reg + 1].astype(dt) << dt(32))
+            a = a + r
+        if ureg != URZ:
+            u = m.UR[ureg].astype(dt)
+            if ureg64:
+                u = u | (m.UR[ureg + 1].astype(dt) << dt(32))
+            a = a + u[..., None]
+        return a
+    return addr
+
+
+def _lanes(m, ex) -> np.ndarray:
+    return (m.st == 0) if ex is None else np.asarray(ex, bool)
+
+
+def _regs_of(ctx: Ctx, i: int, words: int):
+    op = ctx.ops[i]
+    if op.kind == "r" and op.index == RZ:
+        return lambda m: np.zeros(m.st.shape + (words,), np.uint32)
+    ctx.need(op.kind == "r", f"register data operand, got {op.text!r}")
+    return ctx.src_n(i, words)
+
+
+def _write_loaded(ctx: Ctx, i: int, words: int):
+    op = ctx.ops[i]
+    if op.kind == "r" and op.index == RZ:
+        return lambda m, v, ex: None
+    return ctx.dst_n(i, words)
+
+
+# ------------------------------------------------------------------------------------------------ global
+def _global_check(m, ctx, lanes, addr, width):
+    a = addr[lanes]
+    mis = (a & np.uint64(width - 1)) != 0
+    if mis.any():
+        bad = np.zeros(lanes.shape, bool)
+        bad[lanes] = mis
+        raise fault("misaligned global address", m, ctx.ins, bad, addr, f"a {width}-byte access")
+    idx = m.mem.locate(a, width)
+    if (idx < 0).any():
+        bad = np.zeros(lanes.shape, bool)
+        bad[lanes] = idx < 0
+        first = int(addr[bad][0])
+        raise fault("out-of-bounds global address", m, ctx.ins, bad, addr,
+                    f"a {width}-byte access {m.mem.describe(first)}")
+    return a, idx
+
+
+@semantic("LDG", family="mem")
+def ldg(ctx: Ctx):
+    width, signed = _width(ctx)
+    words = max(1, width // 4)
+    addr = _address(ctx, 1, True)
+    wd = _write_loaded(ctx, 0, words)
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        if not lanes.any():
+            return
+        ad = addr(m)
+        a, idx = _global_check(m, ctx, lanes, ad, width)
+        got = m.mem.gather(a, idx, width)
+        if signed and width < 4:
+            bits = 8 * width
+            v = got[:, 0].astype(np.int64)
+            v = np.where(v >= (1 << (bits - 1)), v - (1 << bits), v)
+            got[:, 0] = v.astype(np.uint32)
+        out = np.zeros(lanes.shape + (words,), np.uint32)
+        out[lanes] = got
+        wd(m, out, lanes)
+    return run
+
+
+@semantic("STG", family="mem")
+def stg(ctx: Ctx):
+    width, _ = _width(ctx)
+    words = max(1, width // 4)
+    addr = _address(ctx, 0, True)
+    rd = _regs_of(ctx, 1, words)
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        if not lanes.any():
+            return
+        ad = addr(m)
+        a, idx = _global_check(m, ctx, lanes, ad, width)
+        m.mem.scatter(a, idx, rd(m)[lanes], width)
+    return run
+
+
+# ------------------------------------------------------------------------------------------------ shared
+def _shared_addr(ctx: Ctx, i: int):
+    # a shared address: the CTA's byte offset (bits 24.. would hold its rank in a cluster, SR_CgaCtaId,
+    # which is 0 without clusters; anything above the CTA's size faults)
+    return _address(ctx, i, False)
+
+
+@semantic("LDS", family="mem")
+def lds(ctx: Ctx):
+    width, signed = _width(ctx)
+    ctx.need(not ({"ZD", "X4"} & ctx.mods), f"LDS form {ctx.ins.name}")
+    words = max(1, width // 4)
+    addr = _shared_addr(ctx, 1)
+    wd = _write_loaded(ctx, 0, words)
+    tag = f"{ctx.ins.pc:#06x}"
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        if not lanes.any():
+            return
+        regs, _ = ld_shared(m.smem, addr(m), bits=8 * width, active=lanes, signed=signed, tag=tag)
+        wd(m, regs, lanes)
+    return run
+
+
+@semantic("STS", family="mem")
+def sts(ctx: Ctx):
+    width, _ = _width(ctx)
+    words = max(1, width // 4)
+    addr = _shared_addr(ctx, 0)
+    rd = _regs_of(ctx, 1, words)
+    tag = f"{ctx.ins.pc:#06x}"
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        if not lanes.any():
+            return
+        st_shared(m.smem, addr(m), rd(m), bits=8 * width, active=lanes, tag=tag)
+    return run
+
+
+@semantic("LDSM", family="mem")
+def ldsm(ctx: Ctx):
+    # LDSM.16.{M88,MT88}.{1,2,4} d, [a]: ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16
+    mods = ctx.ins.mods
+    ctx.need("16" in mods and ("M88" in mods or "MT88" in mods), f"LDSM form {ctx.ins.name}")
+    num = int(mods[-1])
+    trans = "MT88" in mods
+    addr = _shared_addr(ctx, 1)
+    wd = _write_loaded(ctx, 0, num)
+    tag = f"{ctx.ins.pc:#06x}"
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        regs, _ = ldmatrix(m.smem, addr(m), num=num, trans=trans, active=lanes, tag=tag)
+        wd(m, regs, lanes)
+    return run
+
+
+@semantic("STSM", family="mem")
+def stsm(ctx: Ctx):
+    mods = ctx.ins.mods
+    ctx.need("16" in mods and ("M88" in mods or "MT88" in mods), f"STSM form {ctx.ins.name}")
+    num = int(mods[-1])
+    trans = "MT88" in mods
+    addr = _shared_addr(ctx, 0)
+    rd = _regs_of(ctx, 1, num)
+    tag = f"{ctx.ins.pc:#06x}"
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        stmatrix(m.smem, addr(m), rd(m), num=num, trans=trans, active=lanes, tag=tag)
+    return run
+
+
+# ------------------------------------------------------------------------------------------------ local
+def _local_check(m, ctx, lanes, addr, width):
+    bad_al = lanes & ((addr & (width - 1)) != 0)
+    if bad_al.any():
+        raise fault("misaligned local address", m, ctx.ins, bad_al, addr, f"a {width}-byte access")
+    oob = lanes & ((addr < 0) | (addr + width > m.local_size))
+    if oob.any():
+        raise fault("out-of-bounds local address", m, ctx.ins, oob, addr,
+                    f"the thread's local memory (stack) has {m.local_size} bytes")
+
+
+@semantic("LDL", family="mem")
+def ldl(ctx: Ctx):
+    width, signed = _width(ctx)
+    words = max(1, width // 4)
+    addr = _address(ctx, 1, False)
+    wd = _write_loaded(ctx, 0, words)
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        ad = addr(m)
+        _local_check(m, ctx, lanes, ad, width)
+        a, w, l = np.nonzero(lanes)
+        off = ad[a, w, l]
+        out = np.zeros(lanes.shape + (words,), np.uint32)
+        if width >= 4:
+            out[a, w, l] = m.local.view(np.uint32)[a[:, None], w[:, None], l[:, None], (off >> 2)[:, None] + np.arange(words)]
+        else:
+            raw = m.local[a[:, None], w[:, None], l[:, None], off[:, None] + np.arange(width)].astype(np.uint32)
+            v = raw[:, 0] | (raw[:, 1] << np.uint32(8) if width == 2 else np.uint32(0))
+            if signed:
+                bits = 8 * width
+                v = np.where(v >= (1 << (bits - 1)), v.astype(np.int64) - (1 << bits), v).astype(np.int64).astype(np.uint32)
+            out[a, w, l, 0] = v
+        wd(m, out, lanes)
+    return run
+
+
+@semantic("STL", family="mem")
+def stl(ctx: Ctx):
+    width, _ = _width(ctx)
+    words = max(1, width // 4)
+    addr = _address(ctx, 0, False)
+    rd = _regs_of(ctx, 1, words)
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        ad = addr(m)
+        _local_check(m, ctx, lanes, ad, width)
+        a, w, l = np.nonzero(lanes)
+        off = ad[a, w, l]
+        data = rd(m)[a, w, l]
+        if width >= 4:
+            m.local.view(np.uint32)[a[:, None], w[:, None], l[:, None], (off >> 2)[:, None] + np.arange(words)] = data
+        else:
+            for k in range(width):
+                m.local[a, w, l, off + k] = ((data[:, 0] >> np.uint32(8 * k)) & np.uint32(0xFF)).astype(np.uint8)
+    return run
+
+
+# ------------------------------------------------------------------------------------------------ constant
+@semantic("LDC", "ULDC", family="mem")
+def ldc(ctx: Ctx):
+    # LDC[.64|.U8|...] d, c[bank][offset (+ register)]
+    width, signed = _width(ctx)
+    ctx.need(width in (4, 8), f"{ctx.ins.name} (sub-word constant loads)")
+    src = ctx.ops[1]
+    ctx.need(src.kind == "c", f"{ctx.ins.name} source {src.text}")
+    rd = ctx.const(src, width)
+    wd = ctx.dst64(0) if width == 8 else ctx.dst(0)
+    return lambda m, ex: wd(m, rd(m), ex)
+
+
+# ------------------------------------------------------------------------------------------------ cp.async
+@semantic("LDGSTS", family="mem")
+def ldgsts(ctx: Ctx):
+    # LDGSTS.E[.BYPASS].{32,64,128} [shared], desc[..][global.64]: cp.async.{ca,cg}.shared.global; the
+    # bytes land when a DEPBAR wait covers the copy's group (LDGDEPBAR commits)
+    width, _ = _width(ctx)
+    ctx.need(len(ctx.ops) == 2, f"{ctx.ins.name} with a zero-fill operand")
+    ctx.need(not ({"ZFILL", "LTC64B", "LTC128B", "LTC256B"} & ctx.mods), f"LDGSTS form {ctx.ins.name}")
+    dst = _shared_addr(ctx, 0)
+    src = _address(ctx, 1, True)
+    tag = f"{ctx.ins.pc:#06x}"
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        if not lanes.any():
+            return
+        d = dst(m)
+        smem = m.smem
+        smem.check_access(d, width, lanes, f"cp.async ({ctx.ins.text})")
+        s = src(m)
+        a, idx = _global_check(m, ctx, lanes, s, width)
+        payload = m.mem.gather(a, idx, width).view(np.uint8).reshape(-1, max(width, 4))[:, :width]
+        c, w, l = np.nonzero(lanes)
+        if smem.shadow is not None:
+            smem.on_write(d, width, lanes, tag, op="cp.async")
+        smem.add_pending(c, w, l, d[c, w, l], payload.copy(), tag)
+        smem.account(tag, "ldgsts", d, width, lanes)
+    return run
+
+
+@semantic("LDGDEPBAR", family="mem")
+def ldgdepbar(ctx: Ctx):
+    def run(m, ex):
+        cp_async_commit_group(m.smem, active=_lanes(m, ex))
+    return run
+
+
+@semantic("DEPBAR", family="mem")
+def depbar(ctx: Ctx):
+    # DEPBAR.LE SB0, n: wait until at most n LDGSTS groups are pending (cp.async.wait_group n). Other
+    # scoreboards track in-flight register results, which this in-order model completes at once.
+    ops = ctx.ops
+    if ops and ops[0].kind == "sb" and ops[0].index == 0:
+        ctx.need("LE" in ctx.mods and len(ops) >= 2 and ops[1].kind == "imm", f"{ctx.ins.text}")
+        n = ops[1].value
+
+        def run(m, ex):
+            cp_async_wait_group(m.smem, n, active=_lanes(m, ex))
+        return run
+    return lambda m, ex: None
+
+
+# ------------------------------------------------------------------------------------------------ atomics
+_ATOM_OPS = ("ADD", "MIN", "MAX", "INC", "DEC", "AND", "OR", "XOR", "EXCH", "CAS", "SAFEADD")
+
+
+def _atomic_apply(op: str, typ: str, old: np.ndarray, val: np.ndarray, cmp: np.ndarray | None, ftz: bool):
+    """The new value of one atomic step (scalar arrays of one lane each)."""
+    if typ == "F32":
+        if op == "ADD":
+            return fp32.add(old.astype(np.uint32), val.astype(np.uint32), ftz=ftz)
+        if op in ("MIN", "MAX"):
+            f = fp32.fmin if op == "MIN" else fp32.fmax
+            return f(old.astype(np.uint32), val.astype(np.uint32))
+    bits = 64 if typ in ("64", "U64", "S64") else 32
+    mask = (1 << bits) - 1
+    o, v = int(old) & mask, int(val) & mask
+    signed = typ in ("S32", "S64")
+
+    def sx(x):
+        return x - (1 << bits) if signed and x >> (bits - 1) else x
+    if op in ("ADD", "SAFEADD"):
+        r = o + v
+    elif op == "MIN":
+        r = min(sx(o), sx(v))
+    elif op == "MAX":
+        r = max(sx(o), sx(v))
+    elif op == "INC":
+        r = 0 if o >= v else o + 1
+    elif op == "DEC":
+        r = v if (o == 0 or o > v) else o - 1
+    elif op == "AND":
+        r = o & v
+    elif op == "OR":
+        r = o | v
+    elif op == "XOR":
+        r = o ^ v
+    elif op == "EXCH":
+        r = v
+    elif op == "CAS":
+        r = v if o == (int(cmp) & mask) else o
+    else:
+        raise NotImplementedError(op)
+    return np.uint64(r & mask)
+
+
+def _atomic_factory(ctx: Ctx, space: str):
+    # ATOMG.E.op[.type] d, [addr], v (CAS: d, [addr], cmp, v); REDG.E.op [addr], v; ATOMS.op d, [addr], v
+    mods = ctx.mods
+    op = next((o for o in _ATOM_OPS if o in mods), None)
+    ctx.need(op is not None, f"atomic {ctx.ins.name}")
+    typ = "F32" if "F32" in mods else "64" if ("64" in mods or "U64" in mods or "S64" in mods) else \
+        "S32" if "S32" in mods else "U32"
+    ctx.need(not ({"F16x2", "BF16x2", "F64"} & mods), f"atomic type in {ctx.ins.name}")
+    if typ == "64" and "S64" in mods:
+        typ = "S64"
+    ftz = "FTZ" in mods
+    red = ctx.ins.opcode.startswith("RED")
+    words = 2 if typ in ("64", "S64") else 1
+    i = 0
+    wd = None
+    if not red:
+        wd = _write_loaded(ctx, 0, words)
+        i = 1
+    wide = space == "global"
+    addr = _address(ctx, i, wide) if space != "shared" else _shared_addr(ctx, i)
+    cas = op == "CAS"
+    rcmp = _regs_of(ctx, i + 1, words) if cas else None
+    rval = _regs_of(ctx, i + 2 if cas else i + 1, words)
+    width = 4 * words
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        if not lanes.any():
+            return
+        ad = addr(m)
+        vals = rval(m)
+        cmps = rcmp(m) if cas else None
+        out = np.zeros(lanes.shape + (words,), np.uint32)
+        if space == "global":
+            a, idx = _global_check(m, ctx, lanes, ad, width)
+        else:
+            m.smem.check_access(ad, width, lanes, ctx.ins.text)
+        # lanes apply one after another in (cta, warp, lane) order; for float adds this order decides the
+        # rounding of the sum, which the device does not specify
+        for n, (c, w, l) in enumerate(zip(*np.nonzero(lanes))):
+            if space == "global":
+                i_ = int(idx[n])
+                off = int(a[n] - np.uint64(m.mem.start(i_)))
+                view = m.mem.word_view(i_, np.uint64 if words == 2 else np.uint32)
+                k = off // width
+            else:
+                view = m.smem.data[c].view(np.uint64 if words == 2 else np.uint32)
+                k = int(ad[c, w, l]) // width
+            old = view[k]
+            v = vals[c, w, l]
+            v = (int(v[0]) | (int(v[1]) << 32)) if words == 2 else v[0]
+            cv = None
+            if cas:
+                cc = cmps[c, w, l]
+                cv = (int(cc[0]) | (int(cc[1]) << 32)) if words == 2 else cc[0]
+            new = _atomic_apply(op, typ, np.asarray(old), np.asarray(v), cv, ftz)
+            view[k] = new
+            if words == 2:
+                out[c, w, l] = (int(old) & 0xFFFFFFFF, int(old) >> 32)
+            else:
+                out[c, w, l, 0] = old
+        if wd is not None:
+            wd(m, out, lanes)
+    return run
+
+
+@semantic("ATOMG", "REDG", "ATOM", "RED", family="atomic")
+def atomg(ctx: Ctx):
+    ctx.need(ctx.ins.opcode in ("ATOMG", "REDG") or "E" in ctx.mods, f"generic atomic {ctx.ins.name}")
+    return _atomic_factory(ctx, "global")
+
+
+@semantic("ATOMS", family="atomic")
+def atoms(ctx: Ctx):
+    return _atomic_factory(ctx, "shared")
+
+
+@semantic("MEMBAR", "FENCE", "ERRBAR", "CCTL", "CCTLL", family="mem")
+def membar(ctx: Ctx):
+    # memory ordering: every access completes when it executes here, so fences have nothing to order
+    return lambda m, ex: None

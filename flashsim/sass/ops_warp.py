@@ -1,0 +1,124 @@
+"""Warp-collective SASS semantics: SHFL, VOTE/VOTEU, HMMA (mma.sync), MOVM. Each is a call into
+flashsim.warp / flashsim.numerics over the (A, W, 32) state."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flashsim.sass.program import Ctx, semantic
+from flashsim.warp import movmatrix
+from flashsim.warp.mma import mma as warp_mma
+from flashsim.warp.shfl import shfl_sync
+
+
+def _lanes(m, ex):
+    return (m.st == 0) if ex is None else np.asarray(ex, bool)
+
+
+def _bits(lanes: np.ndarray) -> np.ndarray:
+    return (lanes.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=-1).astype(np.uint32)
+
+
+@semantic("SHFL", family="warp")
+def shfl(ctx: Ctx):
+    # SHFL.{IDX,UP,DOWN,BFLY} p, d, a, b, c: shfl.sync.<mode>.b32 d|p, a, b, c among the executing lanes
+    mode = next((k.lower() for k in ("IDX", "UP", "DOWN", "BFLY") if k in ctx.mods), None)
+    ctx.need(mode is not None, f"{ctx.ins.name}")
+    wp, wd = ctx.dst(0), ctx.dst(1)
+    ra, rb, rc = ctx.raw(2), ctx.u32(3), ctx.u32(4)
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        a = np.broadcast_to(np.asarray(ra(m), np.uint32), lanes.shape)
+        b = np.broadcast_to(np.asarray(rb(m), np.uint32).astype(np.int64), lanes.shape)
+        c = np.broadcast_to(np.asarray(rc(m), np.uint32).astype(np.int64), lanes.shape)
+        d, p, _ = shfl_sync(mode, a, b, c, _bits(lanes), active=lanes)
+        wd(m, d, lanes)
+        wp(m, p, lanes)
+    return run
+
+
+@semantic("VOTE", "VOTEU", family="warp")
+def vote(ctx: Ctx):
+    # VOTE.{ANY,ALL,EQ} d, p, q: d = ballot(q) over the executing lanes; p = any / all / all-equal of q
+    kind = next((k for k in ("ANY", "ALL", "EQ") if k in ctx.mods), None)
+    ctx.need(kind is not None, f"{ctx.ins.name}")
+    uniform = ctx.ins.opcode == "VOTEU"
+    wd, wp = ctx.dst(0), ctx.dst(1)
+    q = ctx.ops[2]
+    # the voted predicate is a lane predicate even in VOTEU (which writes uniform registers)
+    if q.kind == "p":
+        qi, qinv = q.index, q.invert
+        rq = (lambda m: np.ones(m.st.shape, bool) != qinv) if qi == 7 else \
+            ((lambda m: ~m.P[qi]) if qinv else (lambda m: m.P[qi]))
+    else:
+        ctx.need(q.kind == "up", f"vote operand {q.text}")
+        rq = lambda m: np.broadcast_to(m.UP[q.index][..., None] != q.invert, m.st.shape)
+
+    def run(m, ex):
+        lanes = (m.st == 0) if ex is None else (np.asarray(ex)[..., None] & (m.st == 0) if uniform else ex)
+        v = np.broadcast_to(rq(m), lanes.shape) & lanes
+        ballot = _bits(v)
+        if kind == "ANY":
+            pv = v.any(axis=2)
+        elif kind == "ALL":
+            pv = (v == lanes).all(axis=2)
+        else:
+            pv = (v == lanes).all(axis=2) | (~v & lanes).sum(axis=2) == lanes.sum(axis=2)
+        wex = lanes.any(axis=2) if uniform else lanes
+        if uniform:
+            wd(m, ballot, wex)
+            wp(m, pv, wex)
+        else:
+            wd(m, np.broadcast_to(ballot[..., None], lanes.shape), wex)
+            wp(m, np.broadcast_to(pv[..., None], lanes.shape), wex)
+    return run
+
+
+_HMMA_SHAPE = {"16816": ("m16n8k16", 4, 2), "1688": ("m16n8k8", 2, 1)}
+
+
+@semantic("HMMA", family="mma")
+def hmma(ctx: Ctx):
+    # HMMA.{16816,1688}.{F32,F16}[.BF16] d, a, b, c: mma.sync.aligned.m16n8k{16,8}.row.col (numerics.mma)
+    mods = ctx.ins.mods
+    ctx.need(mods and mods[0] in _HMMA_SHAPE, f"{ctx.ins.name}")
+    shape, na, nb = _HMMA_SHAPE[mods[0]]
+    rest = set(mods[1:])
+    ctx.need(rest <= {"F32", "F16", "BF16"} and ("F32" in rest or "F16" in rest), f"{ctx.ins.name}")
+    atype = "bf16" if "BF16" in rest else "f16"
+    ctype = "f32" if "F32" in rest else "f16"
+    ctx.need(not (atype == "bf16" and ctype == "f16"), f"{ctx.ins.name}")
+    nc = 4 if ctype == "f32" else 2
+    ra, rb, rc = ctx.src_n(1, na), ctx.src_n(2, nb), ctx.src_n(3, nc)
+    wd = ctx.dst_n(0, nc)
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        warps = lanes.any(axis=2)
+        if not warps.any():
+            return
+        a, b, c = ra(m), rb(m), rc(m)
+        if warps.all():
+            d, _ = warp_mma(a, b, c, shape=shape, atype=atype, ctype=ctype)
+        else:  # only the warps that execute it
+            sel = np.nonzero(warps)
+            d = np.zeros(c.shape, np.uint32)
+            dd, _ = warp_mma(a[sel][None], b[sel][None], c[sel][None], shape=shape, atype=atype, ctype=ctype)
+            d[sel] = dd[0]
+        wd(m, d, lanes)
+    return run
+
+
+@semantic("MOVM", family="warp")
+def movm(ctx: Ctx):
+    # MOVM.16.MT88 d, a: movmatrix.sync.aligned.m8n8.trans.b16
+    ctx.need("MT88" in ctx.mods, f"{ctx.ins.name}")
+    ra = ctx.src_n(1, 1)
+    wd = ctx.dst_n(0, 1)
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        d, _ = movmatrix(ra(m))
+        wd(m, d, lanes)
+    return run

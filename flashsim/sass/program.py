@@ -1,0 +1,373 @@
+"""A kernel's SASS made executable: every instruction compiled once into a Python closure over the
+batched machine state, through the opcode table (:mod:`flashsim.sass.opcodes`).
+
+:class:`Ctx` is what a semantic sees while it is compiled: typed readers and writers for its operands,
+so each semantic states only its arithmetic. Vector instructions read (A, W, 32) lane arrays (uniform
+registers and immediates broadcast); uniform ones (the U* datapath) read (A, W) arrays, one per warp.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from flashsim.sass.isa import PT, RZ, URZ, Instr, Operand
+from flashsim.sass.machine import RUN, Machine
+
+__all__ = ["Ctx", "Program", "SEMANTICS", "semantic"]
+
+M32 = np.uint32(0xFFFFFFFF)
+Reader = Callable[[Machine], np.ndarray]
+
+#: opcode -> (factory(ctx) -> run(m, ex), family); filled by the op modules through :func:`semantic`.
+SEMANTICS: dict[str, tuple[Callable, str]] = {}
+
+
+def semantic(*opcodes: str, family: str):
+    """Register a factory for one or more base opcodes."""
+
+    def deco(fn):
+        for o in opcodes:
+            SEMANTICS[o] = (fn, family)
+        return fn
+
+    return deco
+
+
+class Ctx:
+    """Compile-time view of one instruction: operand readers/writers for its semantic."""
+
+    def __init__(self, ins: Instr, program: "Program"):
+        self.ins = ins
+        self.program = program
+        self.ops = ins.operands
+        self.mods = set(ins.mods)
+        # the uniform datapath (U* opcodes, and S2UR / R2UR / VOTEU, which write uniform registers)
+        self.uniform = ins.opcode.startswith("U") or ins.opcode in ("S2UR", "R2UR", "VOTEU")
+
+    # ------------------------------------------------------------------------------------ errors
+    def unsupported(self, what: str) -> NotImplementedError:
+        return NotImplementedError(f"{what} is not modelled: {self.ins.where()}")
+
+    def need(self, cond: bool, what: str) -> None:
+        if not cond:
+            raise self.unsupported(what)
+
+    # ------------------------------------------------------------------------------------ readers
+    def raw(self, i: int) -> Reader:
+        """Operand ``i`` as uint32 bits, no modifier applied."""
+        op = self.ops[i]
+        k = op.kind
+        if k == "r":
+            if op.index == RZ:
+                return lambda m: np.uint32(0)
+            idx = op.index
+            if self.uniform:
+                raise self.unsupported(f"a vector register {op.text} in a uniform instruction")
+            return lambda m: m.R[idx]
+        if k == "ur":
+            if op.index == URZ:
+                return lambda m: np.uint32(0)
+            idx = op.index
+            if self.uniform:
+                return lambda m: m.UR[idx]
+            return lambda m: m.UR[idx][..., None]
+        if k in ("imm", "fimm"):
+            v = np.uint32(op.value & 0xFFFFFFFF)
+            return lambda m: v
+        if k == "c":
+            return self.const(op, 4)
+        if k == "sr":
+            return self.special(op)
+        raise self.unsupported(f"operand {op.text!r} as a 32-bit source")
+
+    def const(self, op: Operand, width: int) -> Reader:
+        bank, off = op.index, op.value
+        if op.reg == RZ and op.ureg == URZ:
+            def read(m, bank=bank, off=off):
+                return m.launch.const_word(bank, off, width)
+            return read
+        reg, ureg = op.reg, op.ureg
+
+        def read_indexed(m):
+            idx = np.int64(off)
+            if reg != RZ:
+                idx = idx + m.R[reg].astype(np.int64)
+            if ureg != URZ:
+                u = m.UR[ureg].astype(np.int64)
+                idx = idx + (u if self.uniform else u[..., None])
+            return m.launch.const_gather(bank, idx, width, self.ins, m)
+        return read_indexed
+
+    def u32(self, i: int) -> Reader:
+        """Operand ``i`` as an integer: '-' negates (two's complement), '~' inverts."""
+        op = self.ops[i]
+        r = self.raw(i)
+        if op.kind in ("imm",):
+            return r
+        if op.neg and op.invert:
+            raise self.unsupported(f"operand {op.text!r}")
+        if op.neg:
+            return lambda m: (np.uint32(0) - r(m)).astype(np.uint32)
+        if op.invert:
+            return lambda m: ~np.asarray(r(m), np.uint32)
+        return r
+
+    def f32(self, i: int) -> Reader:
+        """Operand ``i`` as f32 bits: '|x|' clears the sign, then '-' flips it (bit operations, as the
+        device applies operand modifiers)."""
+        op = self.ops[i]
+        r = self.raw(i)
+        if op.kind in ("imm", "fimm") or not (op.neg or op.absolute):
+            return r
+        clear = np.uint32(0x7FFFFFFF) if op.absolute else M32
+        flip = np.uint32(0x80000000) if op.neg else np.uint32(0)
+        return lambda m: (np.asarray(r(m), np.uint32) & clear) ^ flip
+
+    def u64(self, i: int) -> Reader:
+        """A 64-bit operand: a register pair (Rn, Rn+1), an uniform pair, a 64-bit constant, or an
+        immediate (zero-extended)."""
+        op = self.ops[i]
+        if op.kind == "r":
+            if op.index == RZ:
+                return lambda m: np.uint64(0)
+            lo = op.index
+            return lambda m: m.R[lo].astype(np.uint64) | (m.R[lo + 1].astype(np.uint64) << np.uint64(32))
+        if op.kind == "ur":
+            if op.index == URZ:
+                return lambda m: np.uint64(0)
+            lo = op.index
+            if self.uniform:
+                return lambda m: m.UR[lo].astype(np.uint64) | (m.UR[lo + 1].astype(np.uint64) << np.uint64(32))
+            return lambda m: (m.UR[lo].astype(np.uint64) | (m.UR[lo + 1].astype(np.uint64) << np.uint64(32)))[..., None]
+        if op.kind == "c":
+            return self.const(op, 8)
+        if op.kind == "imm":
+            v = np.uint64(op.value & 0xFFFFFFFF)
+            return lambda m: v
+        raise self.unsupported(f"operand {op.text!r} as a 64-bit source")
+
+    def pred(self, i: int) -> Reader:
+        """A predicate operand as bools ('!' applied); UP broadcast over lanes in vector instructions."""
+        op = self.ops[i]
+        return self.pred_of(op)
+
+    def pred_of(self, op: Operand) -> Reader:
+        inv = op.invert
+        if op.kind == "p":
+            if self.uniform:
+                raise self.unsupported(f"a lane predicate {op.text} in a uniform instruction")
+            if op.index == PT:
+                v = np.bool_(not inv)
+                return lambda m: v
+            idx = op.index
+            return (lambda m: ~m.P[idx]) if inv else (lambda m: m.P[idx])
+        if op.kind == "up":
+            if op.index == PT:
+                v = np.bool_(not inv)
+                return lambda m: v
+            idx = op.index
+            if self.uniform:
+                return (lambda m: ~m.UP[idx]) if inv else (lambda m: m.UP[idx])
+            return (lambda m: ~m.UP[idx][..., None]) if inv else (lambda m: m.UP[idx][..., None])
+        raise self.unsupported(f"operand {op.text!r} as a predicate")
+
+    def special(self, op: Operand) -> Reader:
+        name = op.name
+        if name == "SRZ":
+            return lambda m: np.uint32(0)
+        table = {
+            "SR_TID.X": lambda m: m.tid[0].astype(np.uint32)[None],
+            "SR_TID.Y": lambda m: m.tid[1].astype(np.uint32)[None],
+            "SR_TID.Z": lambda m: m.tid[2].astype(np.uint32)[None],
+            "SR_LANEID": lambda m: np.arange(32, dtype=np.uint32),
+            "SR_CTAID.X": lambda m: m.ctaid[0].astype(np.uint32)[:, None, None],
+            "SR_CTAID.Y": lambda m: m.ctaid[1].astype(np.uint32)[:, None, None],
+            "SR_CTAID.Z": lambda m: m.ctaid[2].astype(np.uint32)[:, None, None],
+            "SR_NTID.X": lambda m: np.uint32(m.launch.block[0]),
+            "SR_NCTAID.X": lambda m: np.uint32(m.launch.grid[0]),
+            # no clusters: every CTA is CTA 0 of its own cluster of one
+            "SR_CgaCtaId": lambda m: np.uint32(0),
+            "SR_CLOCKLO": lambda m: np.uint32(m.clock & 0xFFFFFFFF),
+            "SR_CLOCKHI": lambda m: np.uint32((m.clock >> 32) & 0xFFFFFFFF),
+            "SR_GLOBALTIMERLO": lambda m: np.uint32((m.clock * 1000) & 0xFFFFFFFF),
+            "SR_GLOBALTIMERHI": lambda m: np.uint32(((m.clock * 1000) >> 32) & 0xFFFFFFFF),
+            "SR_WARPID": lambda m: np.arange(m.W, dtype=np.uint32)[None, :, None],
+            "SR_VIRTID": lambda m: np.arange(m.W, dtype=np.uint32)[None, :, None],
+            "SR_LTMASK": lambda m: ((np.uint64(1) << np.arange(32, dtype=np.uint64)) - np.uint64(1)).astype(np.uint32),
+            "SR_LEMASK": lambda m: ((np.uint64(2) << np.arange(32, dtype=np.uint64)) - np.uint64(1)).astype(np.uint32),
+            "SR_EQMASK": lambda m: (np.uint64(1) << np.arange(32, dtype=np.uint64)).astype(np.uint32),
+            "SR_GTMASK": lambda m: (~((np.uint64(2) << np.arange(32, dtype=np.uint64)) - np.uint64(1))).astype(np.uint32),
+            "SR_GEMASK": lambda m: (~((np.uint64(1) << np.arange(32, dtype=np.uint64)) - np.uint64(1))).astype(np.uint32),
+        }
+        fn = table.get(name)
+        if fn is None:
+            raise self.unsupported(f"special register {name}")
+        if self.uniform:
+            lane_dependent = name in ("SR_TID.X", "SR_TID.Y", "SR_TID.Z", "SR_LANEID") or name.endswith("MASK")
+            if lane_dependent:
+                raise self.unsupported(f"the lane-dependent {name} in a uniform instruction")
+            return lambda m: np.broadcast_to(fn(m), (m.A, m.W, 1))[..., 0]
+        return fn
+
+    # ------------------------------------------------------------------------------------ writers
+    def dst(self, i: int) -> Callable[[Machine, np.ndarray, object], None]:
+        """Writer of a 32-bit destination register, or a predicate destination."""
+        op = self.ops[i]
+        if op.kind == "r":
+            if op.index == RZ:
+                return lambda m, v, ex: None
+            idx = op.index
+
+            def w(m, v, ex):
+                if ex is None:
+                    m.R[idx][...] = v
+                else:
+                    np.copyto(m.R[idx], v, where=ex, casting="unsafe")
+            return w
+        if op.kind == "ur":
+            if op.index == URZ:
+                return lambda m, v, ex: None
+            idx = op.index
+
+            def wu(m, v, ex):
+                if ex is None:
+                    m.UR[idx][...] = v
+                else:
+                    np.copyto(m.UR[idx], v, where=ex, casting="unsafe")
+            return wu
+        if op.kind in ("p", "up"):
+            if op.index == PT:
+                return lambda m, v, ex: None
+            idx = op.index
+            arr = "P" if op.kind == "p" else "UP"
+
+            def wp(m, v, ex):
+                target = getattr(m, arr)[idx]
+                if ex is None:
+                    target[...] = v
+                else:
+                    np.copyto(target, v, where=ex)
+            return wp
+        raise self.unsupported(f"destination {op.text!r}")
+
+    def dst64(self, i: int):
+        op = self.ops[i]
+        lo_w = self.dst(i)
+        if op.is_zero_reg:
+            return lambda m, v, ex: None
+        hi = Operand(op.kind, index=op.index + 1, text=op.text + "+1")
+        hi_ctx = Ctx.__new__(Ctx)
+        hi_ctx.__dict__.update(self.__dict__)
+        hi_ctx.ops = (hi,)
+        hi_w = hi_ctx.dst(0)
+
+        def w(m, v, ex):
+            v = np.asarray(v, np.uint64)
+            lo_w(m, (v & np.uint64(0xFFFFFFFF)).astype(np.uint32), ex)
+            hi_w(m, (v >> np.uint64(32)).astype(np.uint32), ex)
+        return w
+
+    def dst_n(self, i: int, n: int):
+        """Writer of ``n`` consecutive registers from a (..., n) uint32 array."""
+        op = self.ops[i]
+        if op.is_zero_reg:
+            return lambda m, v, ex: None
+        base = op.index
+        if op.kind == "r":
+            def w(m, v, ex):
+                for j in range(n):
+                    if ex is None:
+                        m.R[base + j][...] = v[..., j]
+                    else:
+                        np.copyto(m.R[base + j], v[..., j], where=ex, casting="unsafe")
+            return w
+        raise self.unsupported(f"destination {op.text!r} of {n} registers")
+
+    def src_n(self, i: int, n: int) -> Reader:
+        """``n`` consecutive registers as a (A, W, 32, n) array (RZ reads zeros)."""
+        op = self.ops[i]
+        if op.kind != "r":
+            raise self.unsupported(f"operand {op.text!r} as {n} registers")
+        if op.index == RZ:
+            return lambda m: np.zeros(m.R.shape[1:] + (n,), np.uint32)
+        base = op.index
+        return lambda m: np.moveaxis(m.R[base:base + n], 0, -1)
+
+
+class Program:
+    """One kernel's instructions and their compiled closures (``compiled``: pc -> fn(m, active))."""
+
+    def __init__(self, kernel, instructions: list[Instr], symbols: dict[str, int]):
+        self.kernel = kernel
+        self.instructions = {ins.pc: ins for ins in instructions}
+        self.symbols = symbols
+        self.compiled: dict[int, Callable] = {}
+        from flashsim.sass import opcodes  # noqa: F401  (registers every semantic)
+
+        for ins in instructions:
+            self.compiled[ins.pc] = self._compile(ins)
+
+    def describe(self, pc: int) -> str:
+        ins = self.instructions.get(pc)
+        return ins.where() if ins is not None else f"pc={pc:#06x}"
+
+    def _compile(self, ins: Instr):
+        entry = SEMANTICS.get(ins.opcode)
+        if entry is None:
+            return _raiser(NotImplementedError(
+                f"SASS opcode {ins.name} is not modelled: {ins.where()}"))
+        factory, _family = entry
+        ctx = Ctx(ins, self)
+        try:
+            run = factory(ctx)
+        except NotImplementedError as exc:
+            return _raiser(exc)
+        return _guarded(ctx, ins, run)
+
+
+def _raiser(exc: Exception):
+    def fn(m, active):
+        raise type(exc)(str(exc))
+    return fn
+
+
+def _guarded(ctx: Ctx, ins: Instr, run):
+    """Wrap ``run(m, ex)`` with the guard predicate and the active lanes."""
+    control = getattr(run, "control", False)
+    g = ins.guard
+    if g is not None and g.kind in ("p", "up") and g.index == PT:
+        if g.invert:  # @!PT: never executes (ptxas's padding)
+            return lambda m, active: None
+        g = None
+    if ctx.uniform:
+        if g is None:
+            def fu(m, active):
+                return run(m, None if active is None else active.any(axis=2))
+            return fu
+        gp = ctx.pred_of(g)
+
+        def fug(m, active):
+            ex = gp(m)
+            if active is not None:
+                ex = ex & active.any(axis=2)
+            return run(m, ex)
+        return fug
+    if g is None:
+        if control:
+            return lambda m, active: run(m, active, active)
+        return run
+    if g.kind == "up":
+        ctx_v = Ctx.__new__(Ctx)
+        ctx_v.__dict__.update(ctx.__dict__)
+        ctx_v.uniform = False
+        gp = ctx_v.pred_of(g)
+    else:
+        gp = ctx.pred_of(g)
+
+    def fg(m, active):
+        ex = np.broadcast_to(gp(m), m.st.shape)
+        ex = ex & (m.st == RUN) if active is None else ex & active
+        return run(m, ex, active) if control else run(m, ex)
+    return fg

@@ -114,8 +114,15 @@ class Prepared:
     def result(self):
         if self.reset is not None:
             self.reset()
-        runtime.launch(self.func, self.grid, self.threads, self.params, shared_mem=self.smem)
+        if self.interpreted:
+            self.func(self.grid, (self.threads,), self.params, shared_mem=self.smem)
+        else:
+            runtime.launch(self.func, self.grid, self.threads, self.params, shared_mem=self.smem)
         return self.fetch()
+
+    @property
+    def interpreted(self) -> bool:
+        return type(self.func).__module__.startswith("flashsim.cuda")
 
 
 def build_options(kernel: str, trace: bool = False) -> tuple[str, ...]:
@@ -123,21 +130,40 @@ def build_options(kernel: str, trace: bool = False) -> tuple[str, ...]:
     return FA_KERNELS[kernel].options + (("-DFS_TRACE_BUILD",) if trace else ())
 
 
-def prepare(kernel: str, q, k, v, softmax_scale=None, *, trace: bool = False, **kw) -> Prepared:
+BACKENDS = ("gpu", "interp")
+
+
+def _device(backend: str):
+    """(array module, kernel getter) of a backend: cupy on the GPU, or flashsim.cuda (the SASS
+    interpreter running the same source's cubin on the CPU)."""
+    if backend == "gpu":
+        return runtime.require_gpu(), runtime.get_kernel
+    if backend == "interp":
+        import flashsim.cuda as fc
+
+        return fc, runtime.get_interpreted_kernel
+    raise bad_argument("backend", backend, f"expected one of {BACKENDS}")
+
+
+def prepare(kernel: str, q, k, v, softmax_scale=None, *, trace: bool = False, backend: str = "gpu",
+            **kw) -> Prepared:
     """Check the arguments (before any cupy call), copy the inputs to the device and build the launch
-    (``trace``: the traced build, whose trace buffers gpu/trace_gpu.py sets up)."""
+    (``trace``: the traced build, whose trace buffers gpu/trace_gpu.py sets up; ``backend='interp'``:
+    the kernel's cubin in flashsim's SASS interpreter, on the CPU)."""
     args = _check(kernel, q, k, v, softmax_scale, **kw)
+    if backend not in BACKENDS:
+        raise bad_argument("backend", backend, f"expected one of {BACKENDS}")
     spec = FA_KERNELS[kernel]
     options = build_options(kernel, trace)
     if kernel == "fa2":
         if args.seqlen_k == 0:
             raise bad_argument("k.shape", k.shape, "seqlen_k == 0: flash_attn_func launches no kernel (out 0, lse +inf)")
         pb = fa2_twin.problem_from_args(args)
-        cupy = runtime.require_gpu()
+        cupy, get_kernel = _device(backend)
         d_q, d_k, d_v = (cupy.asarray(x) for x in fa2_twin.pad_inputs(args, q, k, v))
-        d_o = cupy.zeros_like(d_q)
-        d_lse = cupy.zeros(args.lse_shape, cupy.float32)
-        func = runtime.get_kernel(spec.file, f"fa2_hdim{pb.headdim}_{_suffix(pb.dtype)}", options=options)
+        d_o = cupy.zeros(d_q.shape, d_q.dtype)
+        d_lse = cupy.zeros(args.lse_shape, np.float32)
+        func = get_kernel(spec.file, f"fa2_hdim{pb.headdim}_{_suffix(pb.dtype)}", options=options)
         smem = fa2_smem_bytes(pb.headdim)
         if smem > _DEFAULT_SMEM:
             func.max_dynamic_shared_size_bytes = smem
@@ -151,21 +177,21 @@ def prepare(kernel: str, q, k, v, softmax_scale=None, *, trace: bool = False, **
             return out, cupy.asnumpy(d_lse)
 
         return Prepared(func, (pb.m_blocks, pb.heads, pb.batch), spec.threads, params, smem, fetch)
-    cupy = runtime.require_gpu()
+    cupy, get_kernel = _device(backend)
     if kernel == "kernel1":
-        func = runtime.get_kernel(spec.file, f"{spec.function}_{_suffix(args.dtype)}", options=options)
+        func = get_kernel(spec.file, f"{spec.function}_{_suffix(args.dtype)}", options=options)
         d_q, d_k, d_v = (cupy.asarray(np.ascontiguousarray(x).view(np.uint16)) for x in (q, k, v))
-        d_o = cupy.zeros_like(d_q)
+        d_o = cupy.zeros(d_q.shape, d_q.dtype)
         params = (d_q, d_k, d_v, d_o, np.int32(args.seqlen_q), np.int32(args.heads), np.float32(args.softmax_scale_f32))
         return Prepared(func, (args.seqlen_q // spec.rows_per_cta, args.heads, args.batch), spec.threads, params,
                         _K1_SMEM, lambda: (cupy.asnumpy(d_o).view(q.dtype), None))
     # v5 / v6: (batch, heads, seqlen, d) on the device
-    func = runtime.get_kernel(spec.file, spec.function, options=options)
+    func = get_kernel(spec.file, spec.function, options=options)
     smem = fa_smem_bytes(args.headdim)
     if smem > _DEFAULT_SMEM:
         func.max_dynamic_shared_size_bytes = smem
     d_q, d_k, d_v = (cupy.asarray(np.ascontiguousarray(np.swapaxes(x, 1, 2)).view(np.uint16)) for x in (q, k, v))
-    d_o = cupy.zeros_like(d_q)  # the kernel reads O back at every KV step: it must start at +0
+    d_o = cupy.zeros(d_q.shape, d_q.dtype)  # the kernel reads O back at every KV step: it must start at +0
 
     def fetch():
         out = cupy.asnumpy(d_o).view(np.float16)
@@ -182,7 +208,7 @@ def run_kernel(kernel: str, q, k, v, softmax_scale=None, **kw):
     None) for the others (which take no masks). fa2 with seqlen_k == 0 returns out 0 and lse +inf without a
     launch, as flash_attn_func does."""
     if kernel == "fa2":
-        args = _check(kernel, q, k, v, softmax_scale, **kw)
+        args = _check(kernel, q, k, v, softmax_scale, **{n: x for n, x in kw.items() if n != "backend"})
         if args.seqlen_k == 0:
             return np.zeros(args.q_shape, args.np_dtype), np.full(args.lse_shape, np.inf, np.float32)
     return prepare(kernel, q, k, v, softmax_scale, **kw).result()

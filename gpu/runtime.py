@@ -277,6 +277,32 @@ def load_module(name: str, *, options: Sequence[str] = (), arch: str | None = No
         return module
 
 
+_INTERP: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+
+def interpreted_module(name: str, *, options: Sequence[str] = ()) -> Any:
+    """``gpu/kernels/<name>`` compiled for sm_90 by NVRTC (the wheel, no GPU needed) as a
+    ``flashsim.cuda.RawModule``: the cubin the SASS interpreter runs, and that a GPU can load as is."""
+    import flashsim.cuda as fc
+
+    path = kernel_path(name)
+    opts = _check_options(options)
+    digest = source_hash(name)
+    key = (digest, opts)
+    with _MODULES_LOCK:
+        mod = _INTERP.get(key)
+        if mod is None:
+            code = f'#line 1 "{path}"\n' + path.read_text(encoding="utf-8")
+            all_options = (*BASE_OPTIONS, f"--include-path={KERNELS_DIR}", f"-DFLASHSIM_SOURCE_HASH=0x{digest[:16]}", *opts)
+            mod = _INTERP[key] = fc.RawModule(code=code, options=all_options)
+        return mod
+
+
+def get_interpreted_kernel(name: str, function: str, *, options: Sequence[str] = ()) -> Any:
+    """The kernel ``function`` of ``gpu/kernels/<name>`` in flashsim's SASS interpreter."""
+    return interpreted_module(name, options=options).get_function(function)
+
+
 def get_kernel(name: str, function: str, *, options: Sequence[str] = (), arch: str | None = None) -> Any:
     """The ``extern "C"`` kernel ``function`` of ``gpu/kernels/<name>`` as a ``cupy.RawKernel``."""
     module = load_module(name, options=options, arch=arch)

@@ -189,7 +189,7 @@ def ldsm(ctx: Ctx):
 
     def run(m, ex):
         lanes = _lanes(m, ex)
-        regs, _ = ldmatrix(m.smem, addr(m), num=num, trans=trans, active=lanes, tag=tag)
+        regs, _ = ldmatrix(m.smem, addr(m), num=num, trans=trans, active=lanes.any(axis=2), tag=tag)
         wd(m, regs, lanes)
     return run
 
@@ -206,7 +206,7 @@ def stsm(ctx: Ctx):
 
     def run(m, ex):
         lanes = _lanes(m, ex)
-        stmatrix(m.smem, addr(m), rd(m), num=num, trans=trans, active=lanes, tag=tag)
+        stmatrix(m.smem, addr(m), rd(m), num=num, trans=trans, active=lanes.any(axis=2), tag=tag)
     return run
 
 

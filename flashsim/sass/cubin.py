@@ -165,24 +165,13 @@ class Cubin:
             kind = "data"
             if s["st_info"]["type"] == "STT_FUNC":
                 kind = "func"
-                if sec is not None and sec.startswith(".text.") and sec[len(".text."):] == s.name:
-                    kind = "entry" if self._is_entry(s) else "func"
+                # a __global__ function owns its .text.<name> section and has a .nv.info.<name> section
+                # (template instances are weak symbols, so the binding does not tell)
+                if sec == f".text.{s.name}" and f".nv.info.{s.name}" in self.sections:
+                    kind = "entry"
             out[s.name] = {"name": s.name, "index": idx, "value": s["st_value"], "size": s["st_size"],
                            "section": sec, "kind": kind, "other": other}
         return out
-
-    @staticmethod
-    def _is_entry(sym) -> bool:
-        # STO_CUDA_ENTRY (0x10) in st_other marks a __global__ function
-        raw = sym.entry["st_other"]
-        value = raw if isinstance(raw, int) else None
-        if value is None:
-            try:
-                value = int(raw["local"]) << 5 | {"STV_DEFAULT": 0, "STV_INTERNAL": 1, "STV_HIDDEN": 2,
-                                                  "STV_PROTECTED": 3}.get(raw["visibility"], 0)
-            except (KeyError, TypeError, ValueError):
-                value = 0
-        return bool(value & 0x10) or (sym["st_info"]["bind"] == "STB_GLOBAL")
 
     # ---------------------------------------------------------------------------------------- .nv.info
     def _parse_global_info(self) -> dict[int, dict[str, int]]:

@@ -48,16 +48,17 @@ class CompileError(FlashsimError):
         super().__init__(f"nvrtc failed to compile {name}:\n{log.rstrip()}")
 
 
-def _nvidia_dir() -> Path:
+def _nvidia_file(rel: str) -> Path | None:
+    """``nvidia/cu13/<rel>`` from NVIDIA's wheels (the namespace package may span several folders)."""
     try:
         import nvidia  # namespace package of NVIDIA's wheels
-    except ImportError as exc:  # pragma: no cover - the dependency is declared
-        raise ToolchainError("NVIDIA's wheels are not installed: pip install nvidia-cuda-nvrtc nvidia-cuda-nvdisasm") from exc
+    except ImportError:
+        return None
     for base in nvidia.__path__:
-        cand = Path(base) / "cu13"
-        if cand.is_dir():
-            return cand
-    raise ToolchainError(f"no nvidia/cu13 folder under {list(nvidia.__path__)}: install nvidia-cuda-nvrtc==13.0.*")
+        matches = sorted((Path(base) / "cu13").glob(rel))
+        if matches:
+            return matches[0]
+    return None
 
 
 _LOCK = threading.Lock()
@@ -65,11 +66,13 @@ _LOCK = threading.Lock()
 
 @functools.lru_cache(maxsize=1)
 def _nvrtc() -> ctypes.CDLL:
-    lib_dir = _nvidia_dir() / "lib"
+    main = _nvidia_file("lib/libnvrtc.so.13")
+    if main is None:
+        raise ToolchainError("NVRTC 13 is not installed: pip install nvidia-cuda-nvrtc==13.0.88")
+    lib_dir = main.parent
     builtins = sorted(lib_dir.glob("libnvrtc-builtins.so.*"))
-    main = lib_dir / "libnvrtc.so.13"
-    if not main.exists() or not builtins:
-        raise ToolchainError(f"NVRTC's libraries are not in {lib_dir}: pip install nvidia-cuda-nvrtc==13.0.*")
+    if not builtins:
+        raise ToolchainError(f"libnvrtc-builtins is missing beside {main}: reinstall nvidia-cuda-nvrtc")
     # NVRTC dlopens its builtins library by soname; loading it first, globally, lets that lookup succeed
     # without LD_LIBRARY_PATH.
     ctypes.CDLL(str([b for b in builtins if ".alt." not in b.name][0]), mode=ctypes.RTLD_GLOBAL)
@@ -115,12 +118,67 @@ def _get(lib, prog, size_fn: str, get_fn: str) -> bytes:
     return buf.raw[: n.value]
 
 
+#: The NVRTC build the project pins (pyproject); part of the cache key, so cubins from another NVRTC
+#: are never taken for these.
+NVRTC_PIN = "nvidia-cuda-nvrtc==13.0.88"
+
+
+def cache_dir() -> Path | None:
+    """Where compiled cubins are kept (``FLASHSIM_CACHE_DIR``, default ~/.cache/flashsim/cubin; the value
+    ``off`` disables the cache), as cupy keeps its kernel cache."""
+    env = os.environ.get("FLASHSIM_CACHE_DIR")
+    if env is not None and env.strip().lower() in ("off", "0", "none", ""):
+        return None
+    return Path(env) if env else Path.home() / ".cache" / "flashsim" / "cubin"
+
+
+def _cache_key(source: str, name: str, opts: Sequence[str], exprs: Sequence[str]) -> str:
+    h = hashlib.sha256()
+    for part in (NVRTC_PIN, name, "\0".join(opts), "\0".join(exprs), source):
+        h.update(part.encode() + b"\x00\x01")
+    return h.hexdigest()
+
+
+def _cache_read(key: str):
+    d = cache_dir()
+    if d is None:
+        return None
+    try:
+        meta = json.loads((d / f"{key}.json").read_text())
+        cubin = (d / f"{key}.cubin").read_bytes()
+    except (OSError, ValueError):
+        return None
+    if hashlib.sha256(cubin).hexdigest() != meta.get("sha256"):
+        return None
+    return cubin, meta.get("log", ""), dict(meta.get("lowered", {}))
+
+
+def _cache_write(key: str, cubin: bytes, log: str, lowered: dict) -> None:
+    d = cache_dir()
+    if d is None:
+        return
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(cubin)
+        os.replace(tmp, d / f"{key}.cubin")
+        meta = {"sha256": hashlib.sha256(cubin).hexdigest(), "log": log, "lowered": lowered, "nvrtc": NVRTC_PIN}
+        fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(meta, fh)
+        os.replace(tmp, d / f"{key}.json")
+    except OSError:
+        pass  # a read-only or full disk only costs a recompile
+
+
 def compile_cuda(source: str, *, name: str = "kernel.cu", options: Sequence[str] = (),
                  name_expressions: Sequence[str] = (), lineinfo: bool = True) -> tuple[bytes, str, dict[str, str]]:
     """Compile CUDA C++ ``source`` for sm_90 with NVRTC as cupy does (plus ``-lineinfo`` if asked).
 
     Returns (cubin bytes, NVRTC log, {name expression: lowered (mangled) name}). Raises CompileError with
-    the log when NVRTC rejects the source.
+    the log when NVRTC rejects the source. Results are cached on disk (:func:`cache_dir`), keyed by the
+    pinned NVRTC, the options, the name expressions and the source.
     """
     if not isinstance(source, str):
         raise bad_argument("code", type(source).__name__, "expected the CUDA source as a str")
@@ -132,7 +190,14 @@ def compile_cuda(source: str, *, name: str = "kernel.cu", options: Sequence[str]
     for o in opts:
         if not isinstance(o, str):
             raise bad_argument("options", tuple(options), f"every option must be a str, got {o!r}")
+    key = _cache_key(source, name, opts, tuple(name_expressions))
+    hit = _cache_read(key)
+    if hit is not None:
+        return hit
     lib = _nvrtc()
+    if nvrtc_version() != "13.0":
+        raise ToolchainError(f"NVRTC {nvrtc_version()} found; flashsim compiles with 13.0 ({NVRTC_PIN}), the "
+                             "NVRTC of the H100 machine, so that the interpreter runs the GPU's SASS")
     prog = ctypes.c_void_p()
     with _LOCK:
         _check(lib, lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None),
@@ -155,17 +220,15 @@ def compile_cuda(source: str, *, name: str = "kernel.cu", options: Sequence[str]
                 lowered[expr] = out.value.decode()
         finally:
             lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    _cache_write(key, cubin, log, lowered)
     return cubin, log, lowered
 
 
 def nvdisasm_path() -> str:
     """The nvdisasm binary of the ``nvidia-cuda-nvdisasm`` wheel (else one on PATH)."""
-    try:
-        cand = _nvidia_dir() / "bin" / "nvdisasm"
-        if cand.is_file():
-            return str(cand)
-    except ToolchainError:
-        pass
+    cand = _nvidia_file("bin/nvdisasm")
+    if cand is not None:
+        return str(cand)
     found = shutil.which("nvdisasm")
     if found is None:
         raise ToolchainError("nvdisasm not found: pip install nvidia-cuda-nvdisasm")

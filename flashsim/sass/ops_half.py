@@ -1,0 +1,102 @@
+"""Packed 16-bit SASS semantics: HFMA2, HADD2, HMUL2 (f16x2, and bf16x2 with .BF16_V2), over
+flashsim.numerics.half. ``HADD2.F32`` (one half widened to f32) stays with the f32 conversions.
+
+Operands: a register (``.H0_H0`` / ``.H1_H1`` broadcast one half to both, ``-``/``|..|`` act on each
+half), RZ, or an immediate pair printed ``hi, lo`` (two tokens, the high half first: ptxas loads
+32-bit constants as ``HFMA2.MMA Rd, -RZ, RZ, hi, lo``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flashsim.numerics import half
+from flashsim.sass import ops_float
+from flashsim.sass.program import Ctx, semantic
+
+_SIGNS = np.uint32(0x80008000)
+_ABS = np.uint32(0x7FFF7FFF)
+
+
+def _operands(ctx: Ctx, fmt: str):
+    """Readers of the source operands (after the destination), pairing immediate tokens."""
+    ops = ctx.ops
+    readers = []
+    i = 1
+    while i < len(ops):
+        op = ops[i]
+        if op.kind in ("imm", "fimm"):
+            ctx.need(i + 1 < len(ops) and ops[i + 1].kind in ("imm", "fimm"), f"a single packed immediate in {ctx.ins.text}")
+            hi, lo = (_imm16(ctx, ops[j], fmt) for j in (i, i + 1))
+            v = np.uint32((hi << 16) | lo)
+            readers.append(lambda m, v=v: v)
+            i += 2
+            continue
+        ctx.need(op.kind in ("r", "ur"), f"operand {op.text} of {ctx.ins.name}")
+        base = ctx.raw(i)
+        sfx = set(op.suffix)
+        ctx.need(sfx <= {"H0_H0", "H1_H1"}, f"operand selector {op.text}")
+        neg, absolute = op.neg, op.absolute
+
+        def rd(m, base=base, sfx=sfx, neg=neg, absolute=absolute):
+            x = np.asarray(base(m), np.uint32)
+            if "H0_H0" in sfx:
+                x = (x & np.uint32(0xFFFF)) * np.uint32(0x10001)
+            elif "H1_H1" in sfx:
+                x = (x >> np.uint32(16)) * np.uint32(0x10001)
+            if absolute:
+                x = x & _ABS
+            if neg:
+                x = x ^ _SIGNS
+            return x
+        readers.append(rd)
+        i += 1
+    return readers
+
+
+def _imm16(ctx: Ctx, op, fmt: str) -> int:
+    text = op.text.strip()
+    special = {"+INF": np.inf, "INF": np.inf, "-INF": -np.inf}
+    try:
+        value = special[text] if text in special else float(int(text, 16)) if text.startswith(("0x", "-0x")) else float(text)
+        return half.to_bits(value, fmt)
+    except ValueError as exc:
+        raise ctx.unsupported(f"the packed immediate {text!r} ({exc})")
+
+
+def _half_factory(kind: str):
+    def factory(ctx: Ctx):
+        mods = ctx.mods - {"MMA"}
+        if kind == "add" and "F32" in mods:
+            return ops_float.hadd2(ctx)
+        fmt = "bf16" if "BF16_V2" in mods else "f16"
+        ctx.need(not (mods - {"FTZ", "SAT", "RELU", "BF16_V2"}), f"{ctx.ins.name}")
+        kw = dict(fmt=fmt, ftz="FTZ" in mods, sat="SAT" in mods)
+        relu = "RELU" in mods
+        readers = _operands(ctx, fmt)
+        want = {"fma": 3, "add": 2, "mul": 2}[kind]
+        ctx.need(len(readers) == want, f"{ctx.ins.text}")
+        wd = ctx.dst(0)
+
+        def run(m, ex):
+            vals = [np.asarray(r(m), np.uint32) for r in readers]
+            shape = np.broadcast_shapes(*(v.shape for v in vals))
+            vals = [np.broadcast_to(v, shape) for v in vals]
+            out = np.zeros(shape, np.uint32)
+            for sh in (0, 16):
+                parts = [((v >> np.uint32(sh)) & np.uint32(0xFFFF)).astype(np.uint16) for v in vals]
+                if kind == "fma":
+                    h = half.fma(*parts, relu=relu, **kw)
+                elif kind == "add":
+                    h = half.add(*parts, **kw)
+                else:
+                    h = half.mul(*parts, **kw)
+                out |= h.astype(np.uint32) << np.uint32(sh)
+            wd(m, out, ex)
+        return run
+    return factory
+
+
+semantic("HFMA2", family="half")(_half_factory("fma"))
+semantic("HADD2", family="half")(_half_factory("add"))
+semantic("HMUL2", family="half")(_half_factory("mul"))

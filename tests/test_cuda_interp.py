@@ -1,0 +1,265 @@
+"""flashsim.cuda: the cupy-shaped face of the SASS interpreter (CPU only; the GPU comparisons are in
+tests/test_sass_gpu.py)."""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import numpy as np
+import pytest
+
+import flashsim.cuda as fc
+from flashsim.errors import SimulatedFault
+from flashsim.sass import toolchain
+from flashsim.sass.cubin import CubinError
+
+BASIC = r"""
+__device__ int gcount;
+__constant__ float cscale[4] = {1.f, 2.f, 3.f, 4.f};
+extern "C" __global__ void basic(float* x, int n) {
+    __shared__ float buf[256];
+    extern __shared__ float dyn[];
+    int t = threadIdx.x;
+    buf[t] = x[t] * cscale[t & 3];
+    dyn[t] = 2.f;
+    __syncthreads();
+    x[t] = buf[255 - t] + dyn[t ^ 1] + (float)n / (float)t;
+    atomicAdd(&gcount, 1);
+}
+struct Params { float* p; int n; float s; };
+extern "C" __global__ void by_value(Params p) { int i = threadIdx.x; if (i < p.n) p.p[i] *= p.s; }
+extern "C" __global__ void oob(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; x[i + n] = 1.f; }
+extern "C" __global__ void misaligned(float* x) { ((float*)((char*)x + 2))[threadIdx.x] = 1.f; }
+extern "C" __global__ void spin(volatile int* x) { while (x[0] == 0) { } }
+extern "C" __global__ void deadlock(int* x) {
+    if (threadIdx.x < 32) asm volatile("bar.sync 1, 64;"); else asm volatile("bar.sync 2, 64;");
+    x[threadIdx.x] = 1;
+}
+extern "C" __global__ void early_exit(int* x) {
+    if (threadIdx.x < 32) return;
+    __syncthreads();
+    x[threadIdx.x] = (int)threadIdx.x;
+}
+extern "C" __global__ void divergent_shfl(int* x) {
+    int v = threadIdx.x;
+    if (threadIdx.x & 1) v += __shfl_xor_sync(0xaaaaaaaau, v, 2); else v -= 1;
+    x[threadIdx.x] = v;
+}
+extern "C" __global__ void sine(float* x) { x[threadIdx.x] = __sinf(x[threadIdx.x]); }
+template <typename T> __global__ void scale(T* x, T s) { x[threadIdx.x] *= s; }
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def basic_module() -> fc.RawModule:
+    return fc.RawModule(code=BASIC, name_expressions=("scale<float>", "scale<int>"))
+
+
+def test_basic_kernel_bit_exact():
+    mod = basic_module()
+    x0 = np.random.default_rng(0).standard_normal(256).astype(np.float32)
+    x = fc.asarray(x0)
+    before = int(np.frombuffer(mod.get_global("gcount").get().tobytes(), np.int32)[0])
+    mod.get_function("basic")((1,), (256,), (x, np.int32(7)), shared_mem=1024)
+    t = np.arange(256)
+    buf = x0 * np.array([1, 2, 3, 4], np.float32)[t & 3]
+    with np.errstate(divide="ignore"):
+        ref = (buf[255 - t] + np.float32(2)) + (np.float32(7) / t.astype(np.float32))  # IEEE f32, as div.rn
+    np.testing.assert_array_equal(x.get().view(np.uint32), ref.astype(np.float32).view(np.uint32))
+    after = int(np.frombuffer(mod.get_global("gcount").get().tobytes(), np.int32)[0])
+    assert after - before == 256
+
+
+def test_struct_by_value_and_pointer_inside():
+    mod = basic_module()
+    dt = np.dtype([("p", np.uint64), ("n", np.int32), ("s", np.float32)])
+    y = fc.asarray(np.arange(8, dtype=np.float32))
+    rec = np.zeros((), dt)
+    rec["p"], rec["n"], rec["s"] = y.data.ptr, 8, 2.5
+    mod.get_function("by_value")((1,), (32,), (rec,))
+    np.testing.assert_array_equal(y.get(), np.arange(8, dtype=np.float32) * np.float32(2.5))
+    one = np.zeros(1, dt)
+    one[0] = rec
+    mod.get_function("by_value")((1,), (32,), (one,))  # a one-element structured array works too
+    np.testing.assert_array_equal(y.get(), np.arange(8, dtype=np.float32) * np.float32(6.25))
+
+
+def test_name_expressions_and_raw_kernel():
+    mod = basic_module()
+    x = fc.asarray(np.arange(4, dtype=np.int32))
+    mod.get_function("scale<int>")((1,), (4,), (x, np.int32(3)))
+    np.testing.assert_array_equal(x.get(), np.arange(4) * 3)
+    k = fc.RawKernel(BASIC, "by_value")
+    assert k.cubin[:4] == b"\x7fELF"
+    with pytest.raises(fc.LaunchError, match=r"kernel 'by_value' takes 1 arguments"):
+        k((1,), (1,), ())
+
+
+def test_divergent_shuffle_and_early_exit():
+    mod = basic_module()
+    x = fc.zeros((32,), np.int32)
+    mod.get_function("divergent_shfl")((1,), (32,), (x,))
+    lane = np.arange(32)
+    np.testing.assert_array_equal(x.get(), np.where(lane & 1, lane + (lane ^ 2), lane - 1))
+    y = fc.zeros((64,), np.int32)
+    mod.get_function("early_exit")((1,), (64,), (y,))  # the exited warp does not hold up the barrier
+    np.testing.assert_array_equal(y.get(), np.where(np.arange(64) >= 32, np.arange(64), 0))
+
+
+def test_schedule_seed_does_not_change_a_race_free_result():
+    mod = basic_module()
+    outs = []
+    for seed in (None, 1, 2):
+        x = fc.asarray(np.arange(256, dtype=np.float32))
+        mod.get_function("basic")((1,), (256,), (x, np.int32(3)), shared_mem=1024,
+                                  exec_options=fc.ExecOptions(schedule_seed=seed))
+        outs.append(x.get())
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+def test_argument_errors_name_the_position_and_the_parameters():
+    f = basic_module().get_function("oob")
+    x = fc.zeros((64,), np.float32)
+    sig = re.escape("(#0: 8 bytes at 0x0, #1: 4 bytes at 0x8)")
+    with pytest.raises(fc.LaunchError, match=r"takes 2 arguments " + sig + ", got 1"):
+        f((1,), (64,), (x,))
+    with pytest.raises(fc.LaunchError, match=r"argument 1 of kernel 'oob'.*Python int is passed as 8 bytes"):
+        f((1,), (64,), (x, 3))
+    with pytest.raises(fc.LaunchError, match=r"argument 1 .*int64 is 8 bytes, the parameter has 4"):
+        f((1,), (64,), (x, np.int64(3)))
+    with pytest.raises(fc.LaunchError, match=r"argument 0 .*numpy array is host memory"):
+        f((1,), (64,), (np.zeros(4, np.float32), np.int32(3)))
+    with pytest.raises(fc.LaunchError, match=r"argument 0 .*cannot pass 'str'"):
+        f((1,), (64,), ("x", np.int32(3)))
+
+
+@pytest.mark.parametrize("grid, block, match", [
+    ((0,), (64,), r"grid=\(0,\)"),
+    ((1,), (2048,), r"block=\(2048,\): dimension x = 2048 exceeds the sm_90 limit 1024"),
+    ((1,), (32, 32, 2), r"at most 1024 threads per block"),
+    ((1, 70000), (32,), r"dimension y = 70000 exceeds the sm_90 limit 65535"),
+    ((1,), (1, 1, 65), r"dimension z = 65 exceeds"),
+])
+def test_launch_shape_errors(grid, block, match):
+    f = basic_module().get_function("oob")
+    with pytest.raises(ValueError, match=match):
+        f(grid, block, (fc.zeros((64,), np.float32), np.int32(0)))
+
+
+def test_shared_memory_limits():
+    f = basic_module().get_function("basic")
+    x = fc.zeros((256,), np.float32)
+    with pytest.raises(Exception, match=r"shared_mem=232449: 1024 static \+ 232449 dynamic bytes exceed the 232448"):
+        f((1,), (256,), (x, np.int32(1)), shared_mem=232449)
+    with pytest.raises(Exception, match=r"max_dynamic_shared_size_bytes \(49152\)"):
+        f((1,), (256,), (x, np.int32(1)), shared_mem=60000)
+    f.max_dynamic_shared_size_bytes = 231424
+    f((1,), (256,), (x, np.int32(1)), shared_mem=231424)  # 1 KiB static + 226 KiB dynamic: allowed
+
+
+def test_out_of_bounds_global_access_is_a_fault_with_location():
+    f = basic_module().get_function("oob")
+    with pytest.raises(SimulatedFault) as info:
+        f((1,), (64,), (fc.zeros((64,), np.float32), np.int32(1)))
+    msg = str(info.value)
+    assert re.search(r"out-of-bounds global address: cta=0 warp=1 lane=31 addr=0x[0-9a-f]+", msg), msg
+    assert "0 bytes past the end of allocation" in msg and "STG.E" in msg and "pc=0x" in msg
+    assert info.value.pc > 0 and "STG" in info.value.sass
+
+
+def test_misaligned_global_access_is_a_fault():
+    with pytest.raises(SimulatedFault, match=r"misaligned global address: cta=0 warp=0 lane=0 addr=0x[0-9a-f]+2 "):
+        basic_module().get_function("misaligned")((1,), (32,), (fc.zeros((64,), np.float32),))
+
+
+def test_infinite_loop_hits_the_step_budget_with_the_pc():
+    with pytest.raises(fc.StepBudgetExceeded, match=r"step budget of 5000 steps .*cta=0 warp=0 at pc=0x[0-9a-f]+ `"):
+        basic_module().get_function("spin")((1,), (32,), (fc.zeros((1,), np.int32),),
+                                            exec_options=fc.ExecOptions(max_steps=5000))
+
+
+def test_barrier_deadlock_says_who_waits_where():
+    with pytest.raises(fc.BarrierDeadlock) as info:
+        basic_module().get_function("deadlock")((1,), (64,), (fc.zeros((64,), np.int32),))
+    msg = str(info.value)
+    assert "cta=0 warp=0: waits at pc=" in msg and "BAR.SYNC.DEFER_BLOCKING 0x1, 0x40" in msg
+    assert "cta=0 warp=1: waits at pc=" in msg and "BAR.SYNC.DEFER_BLOCKING 0x2, 0x40" in msg
+
+
+def test_unmodelled_instruction_is_named_with_pc_and_sass():
+    with pytest.raises(NotImplementedError, match=r"MUFU\.SIN.*pc=0x[0-9a-f]+ `MUFU\.SIN R\d+, R\d+`"):
+        basic_module().get_function("sine")((1,), (32,), (fc.asarray(np.ones(32, np.float32)),))
+
+
+def test_unknown_kernel_and_global_names():
+    mod = basic_module()
+    with pytest.raises(Exception, match=r"name='nope': no kernel of that name .*'basic'"):
+        mod.get_function("nope")
+    with pytest.raises(Exception, match=r"name='nope': no global of that name .*gcount"):
+        mod.get_global("nope")
+
+
+def test_compile_error_carries_the_nvrtc_log():
+    with pytest.raises(toolchain.CompileError, match=r"(?s)nvrtc failed to compile kernel.cu:.*identifier \"undefined_fn\" is undefined"):
+        fc.RawModule(code='extern "C" __global__ void k() { undefined_fn(); }')
+
+
+def test_cubins_of_other_architectures_and_other_formats_are_refused(tmp_path):
+    src = 'extern "C" __global__ void k(int* x) { x[0] = 1; }'
+    for arch in ("sm_80", "sm_100"):
+        cub = _compile_for(src, arch)
+        with pytest.raises(CubinError, match=rf"a cubin for {arch}; flashsim interprets sm_90 SASS only"):
+            fc.RawModule(cubin=cub)
+    with pytest.raises(CubinError, match=r"this is PTX text"):
+        fc.RawModule(cubin=b"//\n.version 8.0\n.target sm_90\n")
+    with pytest.raises(CubinError, match=r"this is a fatbin"):
+        fc.RawModule(cubin=b"\x50\xed\x55\xba" + b"\0" * 60)
+    with pytest.raises(CubinError, match=r"not a cubin"):
+        fc.RawModule(cubin=b"hello world")
+    p = tmp_path / "k.ptx"
+    p.write_text(".version 8.0")
+    with pytest.raises(Exception, match=r"a PTX file"):
+        fc.RawModule(path=str(p))
+
+
+def _compile_for(src: str, arch: str) -> bytes:
+    # cupy's -arch=sm_90 comes last (NVRTC keeps the last): build the other architecture directly
+    import ctypes
+
+    lib = toolchain._nvrtc()
+    prog = ctypes.c_void_p()
+    lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"k.cu", 0, None, None)
+    opts = [f"-arch={arch}".encode()]
+    assert lib.nvrtcCompileProgram(prog, 1, (ctypes.c_char_p * 1)(*opts)) == 0
+    out = toolchain._get(lib, prog, "nvrtcGetCUBINSize", "nvrtcGetCUBIN")
+    lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    return out
+
+
+def test_lineinfo_does_not_change_the_sass():
+    def listing(cubin):
+        doc = toolchain.disassemble(cubin)
+        return [[(i["opcode"], i.get("operands", ""), i.get("predicate", "")) for i in f["sass-instructions"]]
+                for f in doc[1]]
+
+    with_lines, _, _ = toolchain.compile_cuda(BASIC, lineinfo=True)
+    without, _, _ = toolchain.compile_cuda(BASIC, lineinfo=False)
+    assert with_lines != without  # the line tables are there
+    assert listing(with_lines) == listing(without)
+
+
+def test_device_arrays_behave_like_cupys():
+    a = fc.asarray(np.arange(12, dtype=np.int16).reshape(3, 4))
+    assert a.shape == (3, 4) and a.dtype == np.int16 and a.nbytes == 24 and a.size == 12
+    assert a.data.ptr % 512 == 0 and fc.asnumpy(a).tolist() == np.arange(12).reshape(3, 4).tolist()
+    assert fc.asarray(a) is a
+    b = fc.zeros((2, 2), np.float32)
+    b.set(np.ones((2, 2), np.float32))
+    np.testing.assert_array_equal(b.get(), 1)
+    with pytest.raises(TypeError, match="use .get()"):
+        np.asarray(b)
+    with pytest.raises(Exception, match=r"expected float32\[2, 2\]"):
+        b.set(np.ones(3))

@@ -130,7 +130,7 @@ def build_options(kernel: str, trace: bool = False) -> tuple[str, ...]:
     return FA_KERNELS[kernel].options + (("-DFS_TRACE_BUILD",) if trace else ())
 
 
-BACKENDS = ("gpu", "interp")
+BACKENDS = ("gpu", "interp", "gpu-cubin")
 
 
 def _device(backend: str):
@@ -142,6 +142,8 @@ def _device(backend: str):
         import flashsim.cuda as fc
 
         return fc, runtime.get_interpreted_kernel
+    if backend == "gpu-cubin":  # the GPU running the interpreter's cubin, byte for byte
+        return runtime.require_gpu(), runtime.get_cubin_kernel
     raise bad_argument("backend", backend, f"expected one of {BACKENDS}")
 
 
@@ -149,7 +151,8 @@ def prepare(kernel: str, q, k, v, softmax_scale=None, *, trace: bool = False, ba
             **kw) -> Prepared:
     """Check the arguments (before any cupy call), copy the inputs to the device and build the launch
     (``trace``: the traced build, whose trace buffers gpu/trace_gpu.py sets up; ``backend='interp'``:
-    the kernel's cubin in flashsim's SASS interpreter, on the CPU)."""
+    the kernel's cubin in flashsim's SASS interpreter, on the CPU; ``'gpu-cubin'``: that same cubin on
+    the GPU)."""
     args = _check(kernel, q, k, v, softmax_scale, **kw)
     if backend not in BACKENDS:
         raise bad_argument("backend", backend, f"expected one of {BACKENDS}")

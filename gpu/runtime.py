@@ -280,9 +280,10 @@ def load_module(name: str, *, options: Sequence[str] = (), arch: str | None = No
 _INTERP: dict[tuple[str, tuple[str, ...]], Any] = {}
 
 
-def interpreted_module(name: str, *, options: Sequence[str] = ()) -> Any:
+def interpreted_module(name: str, *, options: Sequence[str] = (), cubin: bytes | None = None) -> Any:
     """``gpu/kernels/<name>`` compiled for sm_90 by NVRTC (the wheel, no GPU needed) as a
-    ``flashsim.cuda.RawModule``: the cubin the SASS interpreter runs, and that a GPU can load as is."""
+    ``flashsim.cuda.RawModule``: the cubin the SASS interpreter runs, and that a GPU can load as is.
+    ``cubin``: use these bytes (a recorded build) instead of compiling, from now on for this source."""
     import flashsim.cuda as fc
 
     path = kernel_path(name)
@@ -290,6 +291,9 @@ def interpreted_module(name: str, *, options: Sequence[str] = ()) -> Any:
     digest = source_hash(name)
     key = (digest, opts)
     with _MODULES_LOCK:
+        if cubin is not None:
+            mod = _INTERP[key] = fc.RawModule(cubin=cubin)
+            return mod
         mod = _INTERP.get(key)
         if mod is None:
             code = f'#line 1 "{path}"\n' + path.read_text(encoding="utf-8")
@@ -301,6 +305,40 @@ def interpreted_module(name: str, *, options: Sequence[str] = ()) -> Any:
 def get_interpreted_kernel(name: str, function: str, *, options: Sequence[str] = ()) -> Any:
     """The kernel ``function`` of ``gpu/kernels/<name>`` in flashsim's SASS interpreter."""
     return interpreted_module(name, options=options).get_function(function)
+
+
+_CUBIN_GPU: dict[str, Any] = {}
+
+
+def load_cubin(cubin: bytes) -> Any:
+    """A ``cupy.RawModule`` of exactly these cubin bytes (loaded from a file whose sha256 is checked), so
+    the GPU runs the very code the interpreter runs."""
+    cupy = require_gpu()
+    digest = hashlib.sha256(cubin).hexdigest()
+    mod = _CUBIN_GPU.get(digest)
+    if mod is None:
+        with tempfile.TemporaryDirectory(prefix="flashsim-cubin-") as tmp:
+            path = Path(tmp) / f"{digest[:16]}.cubin"
+            path.write_bytes(cubin)
+            loaded = path.read_bytes()
+            if hashlib.sha256(loaded).hexdigest() != digest:
+                raise LaunchError(path.name, "the cubin file does not hold the interpreter's bytes")
+            mod = cupy.RawModule(path=str(path))
+            mod.get_function  # noqa: B018  (cupy loads the file when the module is built)
+        _CUBIN_GPU[digest] = mod
+    return mod
+
+
+def get_cubin_kernel(name: str, function: str, *, options: Sequence[str] = ()) -> Any:
+    """The kernel ``function`` of the interpreter's cubin of ``gpu/kernels/<name>``, on the GPU; the
+    returned kernel carries ``.cubin_sha256``."""
+    cubin = interpreted_module(name, options=options).cubin
+    kern = load_cubin(cubin).get_function(function)
+    try:
+        kern.cubin_sha256 = hashlib.sha256(cubin).hexdigest()
+    except AttributeError:  # cupy's Function may not take attributes; the hash is still checked on load
+        pass
+    return kern
 
 
 def get_kernel(name: str, function: str, *, options: Sequence[str] = (), arch: str | None = None) -> Any:

@@ -7,7 +7,11 @@
 # every FA kernel against its twin on 200 problems each (report and goldens into traces/fa); ncu_fa:
 # Nsight Compute shared-memory counters of the FA kernels; bench_fa: GPU TFLOP/s next to torch SDPA;
 # traces: the golden per-warp traces (traces/warp) and the traced-GPU-vs-twin tests; bench_trace: the cost
-# of tracing on the GPU.
+# of tracing on the GPU. sass_env: the toolchain the interpreter finds there; sass_validate: the four FA
+# kernels on the GPU (running the interpreter's own cubins) against the interpreter and the twins;
+# sass_probes: per-opcode probes, GPU vs interpreter; sass_attn: the extra attention kernels; sass_pytest:
+# pytest --gpu on the interpreter's test files. With the cubin cache carried in .fscache, the GPU machine
+# runs the very cubins built elsewhere by NVRTC 13.0.88 (FLASHSIM_CACHE_DIR).
 set -u
 OUT=${OUT:-out}; R=$OUT/r; mkdir -p "$R"
 export PYTHONUNBUFFERED=1
@@ -26,6 +30,21 @@ for stage in ${STAGES:-validate sfu banks races fa fa_validate ncu_fa bench_fa t
     sfu)    timeout 150 python -m gpu.validate_sfu --out "$R/sfu" "$@" > "$R/sfu.log" 2>&1 ;;
     banks)  timeout 200 python -m gpu.check_banks --out "$R/banks" --timeout 190 > "$R/banks.log" 2>&1 ;;
     races)  timeout 120 python -m gpu.check_races --out "$R/races" --timeout 30 > "$R/races.log" 2>&1 ;;
+    sass_env) python - > "$R/sass_env.log" 2>&1 <<'PY'
+from flashsim.sass import toolchain
+print("nvdisasm", toolchain.nvdisasm_path(), "cache", toolchain.cache_dir())
+try:
+    print("nvrtc", toolchain.nvrtc_version(), toolchain.versions())
+except Exception as exc:
+    print("no usable NVRTC here:", exc)
+PY
+    ;;
+    sass_validate) timeout 420 python -m gpu.validate_sass --out "$R/sass_validate" --examples ${SASS_EXAMPLES:-200} \
+                     --workers ${SASS_WORKERS:-14} > "$R/sass_validate.log" 2>&1 ;;
+    sass_probes) timeout 300 python -m gpu.sass_probes --out "$R/sass_probes" > "$R/sass_probes.log" 2>&1 ;;
+    sass_attn) timeout 300 python -m gpu.attn_extra --out "$R/sass_attn" > "$R/sass_attn.log" 2>&1 ;;
+    sass_pytest) timeout 400 python -m pytest --gpu -q -p no:cacheprovider -rs -x -n ${SASS_PYTEST_WORKERS:-8} \
+                   tests/test_cuda_interp.py tests/test_sass_*.py > "$R/sass_pytest.log" 2>&1 ;;
     pytest) timeout 240 python -m pytest --gpu -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} tests > "$R/pytest.log" 2>&1 ;;
   esac
   echo "stage $stage exit $?"; tail -4 "$R/$stage.log"

@@ -296,9 +296,16 @@ def interpreted_module(name: str, *, options: Sequence[str] = (), cubin: bytes |
             return mod
         mod = _INTERP.get(key)
         if mod is None:
-            code = f'#line 1 "{path}"\n' + path.read_text(encoding="utf-8")
-            all_options = (*BASE_OPTIONS, f"--include-path={KERNELS_DIR}", f"-DFLASHSIM_SOURCE_HASH=0x{digest[:16]}", *opts)
-            mod = _INTERP[key] = fc.RawModule(code=code, options=all_options)
+            from flashsim.sass.toolchain import compile_cuda
+
+            # the #line name and the cache key use repository-relative paths: the same cubin (and cache
+            # entry) on every machine up to the include path NVRTC records in the line tables
+            rel = f"gpu/kernels/{path.name}"
+            code = f'#line 1 "{rel}"\n' + path.read_text(encoding="utf-8")
+            common = (*BASE_OPTIONS, f"-DFLASHSIM_SOURCE_HASH=0x{digest[:16]}", *opts)
+            cubin, _, _ = compile_cuda(code, name=path.name, options=(*common, f"--include-path={KERNELS_DIR}"),
+                                       key_options=(*common, "--include-path=gpu/kernels"))
+            mod = _INTERP[key] = fc.RawModule(cubin=cubin)
         return mod
 
 

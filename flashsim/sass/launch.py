@@ -105,13 +105,15 @@ class Launch:
         return SharedMemory(ctas, self.shared_size, warps=warps, races=self.races)
 
     def run(self) -> dict:
-        """Run every CTA; returns counters (steps, warp-instructions)."""
+        """Run every CTA; returns counters: scheduling steps (one instruction for a group of warps) and
+        warp-instructions (the instructions each warp executed, summed)."""
         total = math.prod(self.grid)
         per = max(1, int(self.options.ctas_per_batch))
-        steps = 0
+        steps = warp_steps = 0
         for start in range(0, total, per):
             ids = np.arange(start, min(total, start + per))
             m = Machine(self.program, self, ids)
             m.run()
             steps += m.steps
-        return {"steps": steps, "ctas": total}
+            warp_steps += m.warp_steps
+        return {"steps": steps, "warp_instructions": warp_steps, "ctas": total}

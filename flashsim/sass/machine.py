@@ -112,7 +112,7 @@ class Machine:
         self.cur = 0
         self.ret_stack: list = []
         self._rng = None if self.options.schedule_seed is None else np.random.default_rng(self.options.schedule_seed)
-        self.stats: dict[int, int] = {}
+        self._live_warps = int((self.st != NONE).any(axis=2).sum())
 
     # ------------------------------------------------------------------------------------ helpers
     def cta_coords(self, a: int) -> tuple[int, int, int]:
@@ -139,10 +139,13 @@ class Machine:
             if fn is None:
                 self._bad_pc(pc, active)
             self.steps += 1
+            self.warp_steps += self._live_warps if active is None else int(active.any(axis=2).sum())
             if self.steps > budget:
                 self._over_budget(pc, active)
             self.clock += self.options.clock_step
             nxt = fn(self, active)
+            if self.together and nxt is not None:
+                self._live_warps = int(((self.st != EXITED) & (self.st != NONE)).any(axis=2).sum())
             if nxt is None:  # fell through
                 if self.together:
                     self.cur = pc + 16

@@ -49,7 +49,14 @@ class CompileError(FlashsimError):
 
 
 def _nvidia_file(rel: str) -> Path | None:
-    """``nvidia/cu13/<rel>`` from NVIDIA's wheels (the namespace package may span several folders)."""
+    """``nvidia/cu13/<rel>`` from NVIDIA's wheels (the namespace package may span several folders; the
+    environment variables FLASHSIM_NVRTC and FLASHSIM_NVDISASM name the library and the program directly)."""
+    env = {"lib/libnvrtc.so.13": "FLASHSIM_NVRTC", "bin/nvdisasm": "FLASHSIM_NVDISASM"}.get(rel)
+    if env and os.environ.get(env):
+        p = Path(os.environ[env])
+        if not p.is_file():
+            raise ToolchainError(f"{env}={os.environ[env]!r} is not a file")
+        return p
     try:
         import nvidia  # namespace package of NVIDIA's wheels
     except ImportError:
@@ -173,12 +180,15 @@ def _cache_write(key: str, cubin: bytes, log: str, lowered: dict) -> None:
 
 
 def compile_cuda(source: str, *, name: str = "kernel.cu", options: Sequence[str] = (),
-                 name_expressions: Sequence[str] = (), lineinfo: bool = True) -> tuple[bytes, str, dict[str, str]]:
+                 name_expressions: Sequence[str] = (), lineinfo: bool = True,
+                 key_options: Sequence[str] | None = None) -> tuple[bytes, str, dict[str, str]]:
     """Compile CUDA C++ ``source`` for sm_90 with NVRTC as cupy does (plus ``-lineinfo`` if asked).
 
     Returns (cubin bytes, NVRTC log, {name expression: lowered (mangled) name}). Raises CompileError with
     the log when NVRTC rejects the source. Results are cached on disk (:func:`cache_dir`), keyed by the
-    pinned NVRTC, the options, the name expressions and the source.
+    pinned NVRTC, the options, the name expressions and the source; ``key_options`` replaces the options
+    in the key (a caller whose include path is a machine-specific absolute path keys by a relative one,
+    so a cache filled on one machine serves another).
     """
     if not isinstance(source, str):
         raise bad_argument("code", type(source).__name__, "expected the CUDA source as a str")
@@ -190,7 +200,8 @@ def compile_cuda(source: str, *, name: str = "kernel.cu", options: Sequence[str]
     for o in opts:
         if not isinstance(o, str):
             raise bad_argument("options", tuple(options), f"every option must be a str, got {o!r}")
-    key = _cache_key(source, name, opts, tuple(name_expressions))
+    key = _cache_key(source, name, opts if key_options is None else
+                     [*key_options, *CUPY_OPTIONS] + ([LINEINFO] if LINEINFO in opts else []), tuple(name_expressions))
     hit = _cache_read(key)
     if hit is not None:
         return hit

@@ -263,3 +263,28 @@ def test_device_arrays_behave_like_cupys():
         np.asarray(b)
     with pytest.raises(Exception, match=r"expected float32\[2, 2\]"):
         b.set(np.ones(3))
+
+
+SPIN_WAIT = r"""
+extern "C" __global__ void producer_consumer(int* out) {
+    __shared__ volatile int flag;
+    __shared__ volatile int data;
+    int warp = threadIdx.x / 32;
+    if (threadIdx.x == 0) flag = 0;
+    __syncthreads();
+    if (warp == 1) {
+        while (flag == 0) { }           // the consumer polls first (it sits at a lower PC)
+        out[threadIdx.x] = data;
+    } else {
+        if (threadIdx.x == 0) { data = 42; __threadfence_block(); flag = 1; }
+        out[threadIdx.x] = -1;
+    }
+}
+"""
+
+
+def test_a_spinning_consumer_does_not_starve_its_producer():
+    mod = fc.RawModule(code=SPIN_WAIT)
+    out = fc.zeros((64,), np.int32)
+    mod.get_function("producer_consumer")((1,), (64,), (out,))
+    np.testing.assert_array_equal(out.get(), np.r_[np.full(32, -1), np.full(32, 42)])

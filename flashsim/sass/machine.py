@@ -14,7 +14,8 @@ State (A = CTAs in this batch, W = warps per CTA)::
 Scheduling: the lanes at the lowest PC among runnable lanes execute next, all warps together (warps at
 the same PC run as one vectorised step). Lanes that branch backwards (loops) therefore run before lanes
 waiting further on, and lanes of a warp that took different paths meet again at BSYNC / WARPSYNC, as
-on the device. ``schedule_seed`` picks instead, at random among the PCs that have runnable lanes, which
+on the device. A runnable lane passed over for ``starve_steps`` steps runs next, so a warp spinning on
+a flag (a consumer polling shared memory or an mbarrier) cannot starve the warp that will set it. ``schedule_seed`` picks instead, at random among the PCs that have runnable lanes, which
 one steps next (a different legal interleaving for every seed; the default is deterministic).
 While every live lane runs at one PC (the common case), the step costs no scheduling work at all.
 """
@@ -51,6 +52,7 @@ class ExecOptions:
     schedule_seed: int | None = None  # None: lowest PC first (deterministic); else a seeded random order
     ctas_per_batch: int = 256  # CTAs simulated together (memory grows with it)
     clock_step: int = 1  # SR_CLOCKLO advances by this per executed instruction (a deterministic clock)
+    starve_steps: int = 256  # a runnable lane passed over for this many steps runs next (forward progress)
 
 
 def fault(kind: str, m: "Machine", ins: Instr, mask: np.ndarray, addr: np.ndarray, detail: str = "") -> SimulatedFault:
@@ -113,6 +115,7 @@ class Machine:
         self.ret_stack: list = []
         self._rng = None if self.options.schedule_seed is None else np.random.default_rng(self.options.schedule_seed)
         self._live_warps = int((self.st != NONE).any(axis=2).sum())
+        self._waited = None  # per lane: scheduling steps since it last ran (while lanes run apart)
 
     # ------------------------------------------------------------------------------------ helpers
     def cta_coords(self, a: int) -> tuple[int, int, int]:
@@ -164,12 +167,22 @@ class Machine:
                 return self._pick()
             self._deadlock()
         pcs = np.where(run, self.pc, _BIG)
-        if self._rng is None:
+        if self._waited is None:
+            self._waited = np.zeros(self.st.shape, np.int64)
+        starved = np.where(run, self._waited, -1)
+        worst = int(starved.max())
+        if worst > self.options.starve_steps:
+            # forward progress: a lane passed over this long (other lanes spinning in a loop at lower
+            # PCs, waiting for it) runs next, as the device's scheduler guarantees eventually
+            target = int(self.pc.reshape(-1)[int(np.argmax(starved))])
+        elif self._rng is None:
             target = int(pcs.min())
         else:
             cand = np.unique(pcs[run])
             target = int(cand[self._rng.integers(len(cand))])
         active = run & (self.pc == target)
+        self._waited += run
+        self._waited[active] = 0
         if active.sum() == (self.st != NONE).sum() - (self.st == EXITED).sum():
             # every live lane is here: back to lock-step
             self.together = True

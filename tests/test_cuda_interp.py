@@ -272,12 +272,12 @@ extern "C" __global__ void producer_consumer(int* out) {
     int warp = threadIdx.x / 32;
     if (threadIdx.x == 0) flag = 0;
     __syncthreads();
-    if (warp == 1) {
-        while (flag == 0) { }           // the consumer polls first (it sits at a lower PC)
-        out[threadIdx.x] = data;
-    } else {
+    if (warp == 0) {
         if (threadIdx.x == 0) { data = 42; __threadfence_block(); flag = 1; }
         out[threadIdx.x] = -1;
+    } else {
+        while (flag == 0) { }           // ptxas places the consumer's loop first, at the lower PCs
+        out[threadIdx.x] = data;
     }
 }
 """
@@ -286,5 +286,9 @@ extern "C" __global__ void producer_consumer(int* out) {
 def test_a_spinning_consumer_does_not_starve_its_producer():
     mod = fc.RawModule(code=SPIN_WAIT)
     out = fc.zeros((64,), np.int32)
-    mod.get_function("producer_consumer")((1,), (64,), (out,))
+    f = mod.get_function("producer_consumer")
+    f((1,), (64,), (out,))
     np.testing.assert_array_equal(out.get(), np.r_[np.full(32, -1), np.full(32, 42)])
+    # without the forward-progress rule, lowest-PC-first would spin forever: the test does exercise it
+    with pytest.raises(fc.StepBudgetExceeded):
+        f((1,), (64,), (out,), exec_options=fc.ExecOptions(starve_steps=10**9, max_steps=20_000))

@@ -292,3 +292,41 @@ def test_a_spinning_consumer_does_not_starve_its_producer():
     # without the forward-progress rule, lowest-PC-first would spin forever: the test does exercise it
     with pytest.raises(fc.StepBudgetExceeded):
         f((1,), (64,), (out,), exec_options=fc.ExecOptions(starve_steps=10**9, max_steps=20_000))
+
+
+GENERIC = r"""
+__device__ __noinline__ float load_generic(const float* p, int i) { return p[i]; }
+extern "C" __global__ void gen(float* out, int* iout) {
+    __shared__ float s[64];
+    float loc[8];
+    int t = threadIdx.x;
+    s[t] = t; for (int j = 0; j < 8; j++) loc[j] = t * j;
+    __syncthreads();
+    const float* p = (t & 1) ? s : out;                // shared for odd lanes, global for even ones
+    out[t] = load_generic(p, t ^ 1) + load_generic(loc, t & 7);   // and a local array, all through LD.E
+    int c = __syncthreads_count(t > 10);
+    int a = __syncthreads_and(t > 10);
+    int o = __syncthreads_or(t > 60);
+    unsigned r = __reduce_add_sync(0xffffffffu, t);
+    unsigned mx = __reduce_max_sync(0xffffffffu, (unsigned)t * 7u % 13u);
+    unsigned m = __match_any_sync(0xffffffffu, t & 3);
+    iout[t] = c + 100 * a + 1000 * o + (int)r * 7 + (int)mx + (int)m;
+}
+"""
+
+
+def test_generic_addresses_barrier_reductions_redux_match():
+    mod = fc.RawModule(code=GENERIC)
+    sass = {i["opcode"] for f in toolchain.disassemble(mod.cubin)[1] for i in f["sass-instructions"]}
+    assert {"LD.E", "BAR.RED.POPC.DEFER_BLOCKING", "B2R.RESULT", "REDUX.SUM.S32", "MATCH.ANY"} <= sass
+    out, iout = fc.zeros((64,), np.float32), fc.zeros((64,), np.int32)
+    mod.get_function("gen")((1,), (64,), (out, iout))
+    t = np.arange(64)
+    want = np.where(t & 1, (t ^ 1).astype(np.float32), 0.0).astype(np.float32) + (t * (t & 7)).astype(np.float32)
+    np.testing.assert_array_equal(out.get(), want)
+    w = t // 32
+    red = np.array([t[w == k].sum() for k in range(2)])[w]
+    mx = np.array([((t[w == k] * 7) % 13).max() for k in range(2)])[w]
+    match = np.array([sum(1 << l for l in range(32) if l % 4 == x % 4) for x in t], np.int64)
+    want_i = (int((t > 10).sum()) + 100 * 0 + 1000 * 1 + red * 7 + mx + match) & 0xFFFFFFFF
+    np.testing.assert_array_equal(iout.get().astype(np.int64) & 0xFFFFFFFF, want_i)

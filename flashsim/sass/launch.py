@@ -4,6 +4,7 @@ sizes, and the CTAs run in batches through :class:`flashsim.sass.machine.Machine
 Constant bank 0 on sm_90, as the kernels read it (offsets in bytes)::
 
     0x000 ntid.x   0x004 ntid.y   0x008 ntid.z   0x00c nctaid.x   0x010 nctaid.y   0x014 nctaid.z
+    0x020 the local window's generic base (64-bit): generic address = base + local offset
     0x028 the local stack pointer's start (the top of each thread's local memory)
     0x208 the 64-bit global memory descriptor (desc[URx] of LDG/STG; it carries cache policy only)
     0x210 the kernel's parameters (EIATTR_PARAM_CBANK), laid out as EIATTR_KPARAM_INFO says
@@ -11,6 +12,9 @@ Constant bank 0 on sm_90, as the kernels read it (offsets in bytes)::
 Shared memory: each CTA's window starts with a reserved 1 KiB (0x000-0x3ff); the kernel's static
 ``__shared__`` data follow (its .nv.shared section, whose size includes the reserved KiB), then the
 dynamic shared memory. Addresses are byte offsets in that window.
+
+Generic addresses (LD/ST/ATOM without a state space): the shared window is the 4 GiB at
+``SR_SWINHI << 32`` and the local window the 4 GiB at c[0x0][0x20]; anything else is global memory.
 """
 
 from __future__ import annotations
@@ -28,8 +32,11 @@ __all__ = ["Launch", "RESERVED_SMEM", "MAX_SMEM_PER_CTA", "DRIVER_WORDS"]
 RESERVED_SMEM = 0x400
 MAX_SMEM_PER_CTA = 227 * 1024  # static + dynamic bytes a CTA may use on sm_90 (cudaDevAttrMaxSharedMemoryPerBlockOptin)
 DEFAULT_DYNAMIC_LIMIT = 48 * 1024  # above this a kernel must opt in (cudaFuncAttributeMaxDynamicSharedMemorySize)
+SHARED_WINDOW = 0x7FFF_0000_0000  # generic base of shared memory (SR_SWINHI = 0x7fff)
+LOCAL_WINDOW = 0x7FFE_0000_0000  # generic base of local memory (c[0x0][0x20])
+WINDOW_SIZE = 1 << 32
 DRIVER_WORDS = {0x00: "ntid.x", 0x04: "ntid.y", 0x08: "ntid.z", 0x0C: "nctaid.x", 0x10: "nctaid.y",
-                0x14: "nctaid.z", 0x28: "local stack pointer", 0x208: "global memory descriptor (low)",
+                0x14: "nctaid.z", 0x20: "local window (low)", 0x24: "local window (high)", 0x28: "local stack pointer", 0x208: "global memory descriptor (low)",
                 0x20C: "global memory descriptor (high)"}
 
 
@@ -55,6 +62,7 @@ class Launch:
         words = np.frombuffer(bytes(c0[:0x18]), np.uint32).copy()
         words[:6] = [*block, *grid]
         c0[:0x18] = words.tobytes()
+        c0[0x20:0x28] = np.uint64(LOCAL_WINDOW).tobytes()
         c0[0x28:0x2C] = np.uint32(self.local_size).tobytes()
         c0[k.param_base:k.param_base + len(params)] = params
         self.banks = dict(banks)

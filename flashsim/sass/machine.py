@@ -109,6 +109,7 @@ class Machine:
         self.warp_steps = 0
         self.clock = 0
         self.bar_count: dict = {}
+        self.bar_result = np.zeros((A, W), np.int64)  # the last barrier reduction's result, per warp
         # the lock-step fast path: every live lane is runnable and at self.cur
         self.together = True
         self.cur = 0
@@ -267,9 +268,11 @@ class Machine:
                              detail=f"pc={pc:#06x} is outside the kernel's code")
 
     # ------------------------------------------------------------------------------------ CTA barriers
-    def bar_arrive(self, active, bar_id: np.ndarray, count: np.ndarray | None, pc: int, wait: bool) -> None:
+    def bar_arrive(self, active, bar_id: np.ndarray, count: np.ndarray | None, pc: int, wait: bool,
+                   red=None) -> None:
         """Warps of ``active`` arrive at named barrier ``bar_id`` (per warp); with ``wait`` they block until
-        ``count`` threads (default: every live thread of the CTA) have arrived."""
+        ``count`` threads (default: every live thread of the CTA) have arrived. ``red`` = (op, per-lane
+        predicate values): a reduction over the arriving threads, left in ``bar_result`` of each warp."""
         lanes = self.active_lanes(active)
         warps = lanes.any(axis=2)
         self.leave_together()
@@ -283,16 +286,24 @@ class Machine:
             b = int(np.broadcast_to(bar_id, warps.shape)[a, w]) & 15
             key = (a, b)
             cnt = None if count is None else int(np.broadcast_to(count, warps.shape)[a, w])
-            arrived, need, waiting = self.bar_count.get(key, (0, cnt, []))
+            arrived, need, waiting, acc = self.bar_count.get(key, (0, cnt, [], None))
             arrived += 32
             if wait:
                 waiting.append(w)
-            self.bar_count[key] = (arrived, need if need is not None else cnt, waiting)
+            if red is not None:
+                op, vals = red
+                v = vals[a, w]
+                part = int(v.sum()) if op == "POPC" else (bool(v[lanes[a, w]].all()) if op == "AND" else bool(v.any()))
+                if acc is None:
+                    acc = (op, part)
+                else:
+                    acc = (op, acc[1] + part if op == "POPC" else (acc[1] and part) if op == "AND" else (acc[1] or part))
+            self.bar_count[key] = (arrived, need if need is not None else cnt, waiting, acc)
         self._check_bars()
 
     def _check_bars(self) -> None:
         done = []
-        for (a, b), (arrived, need, waiting) in self.bar_count.items():
+        for (a, b), (arrived, need, waiting, acc) in self.bar_count.items():
             if need is None:
                 live_warps = int(((self.st[a] != EXITED) & (self.st[a] != NONE)).any(axis=1).sum())
                 complete = arrived >= 32 * live_warps
@@ -303,6 +314,8 @@ class Machine:
                     at = self.st[a, w] == BAR
                     self.st[a, w][at] = RUN
                     self.pc[a, w][at] += 16
+                    if acc is not None:
+                        self.bar_result[a, w] = int(acc[1])
                 done.append((a, b))
                 if self.smem is not None and self.smem.shadow is not None:
                     self.smem.barrier(np.arange(self.A) == a)

@@ -233,12 +233,18 @@ def ret(ctx: Ctx):
 def bar(ctx: Ctx):
     # BAR.SYNC[.DEFER_BLOCKING] id[, count]: wait until count threads (default: the whole CTA) arrive at
     # barrier id; BAR.ARV id, count: arrive without waiting. Counts are in threads, warps count 32 each.
+    # BAR.RED.{POPC,AND,OR} id[, count], p: also reduce p over the arriving threads (bar.red; the result
+    # is read with B2R.RESULT)
     mods = ctx.mods
-    ctx.need(not ({"RED", "SCAN"} & mods), f"{ctx.ins.name} (barrier reductions)")
-    wait = "SYNC" in mods
+    ctx.need("SCAN" not in mods, f"{ctx.ins.name}")
+    red = next((k for k in ("POPC", "AND", "OR") if k in mods), None) if "RED" in mods else None
+    wait = "SYNC" in mods or red is not None
     ctx.need(wait or "ARV" in mods, f"{ctx.ins.name}")
+    ops = ctx.ops
+    n = len(ops) - (1 if red else 0)
     rid = ctx.u32(0)
-    rcount = ctx.u32(1) if len(ctx.ops) > 1 else None
+    rcount = ctx.u32(1) if n > 1 else None
+    rpred = ctx.pred(len(ops) - 1) if red else None
     pc = ctx.ins.pc
 
     @control
@@ -246,11 +252,31 @@ def bar(ctx: Ctx):
         lanes = _all(m, active) if ex is None else ex
         bid = np.broadcast_to(np.asarray(rid(m)), m.st.shape)[..., 0]
         cnt = None if rcount is None else np.broadcast_to(np.asarray(rcount(m)), m.st.shape)[..., 0]
-        m.bar_arrive(lanes, bid, cnt, pc, wait)
+        if red is not None:
+            vals = np.broadcast_to(rpred(m), lanes.shape) & lanes
+            m.bar_arrive(lanes, bid, cnt, pc, wait, red=(red, vals))
+        else:
+            m.bar_arrive(lanes, bid, cnt, pc, wait)
         if ex is not None:  # lanes whose guard is false fall through
             act = _all(m, active)
             m.pc[act & ~lanes] = pc + 16
         return "moved"
+    return run
+
+
+@semantic("B2R", family="control")
+def b2r(ctx: Ctx):
+    # B2R.RESULT d[, p]: the result of this warp's last barrier reduction (count for POPC; AND/OR as
+    # 0/1 in d and as a predicate in p)
+    ctx.need("RESULT" in ctx.mods, f"{ctx.ins.name}")
+    wd = ctx.dst(0)
+    wp = ctx.dst(1) if len(ctx.ops) > 1 else None
+
+    def run(m, ex):
+        v = m.bar_result[..., None].astype(np.uint32)
+        wd(m, np.broadcast_to(v, m.st.shape), ex)
+        if wp is not None:
+            wp(m, np.broadcast_to(v != 0, m.st.shape), ex)
     return run
 
 

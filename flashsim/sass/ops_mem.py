@@ -398,7 +398,14 @@ def _atomic_factory(ctx: Ctx, space: str):
         wd = _write_loaded(ctx, 0, words)
         i = 1
     wide = space == "global"
-    addr = _address(ctx, i, wide) if space != "shared" else _shared_addr(ctx, i)
+    if space == "generic-shared":
+        from flashsim.sass.launch import SHARED_WINDOW
+
+        gaddr = _address(ctx, i, True)
+        addr = lambda m: (gaddr(m) - np.uint64(SHARED_WINDOW)).astype(np.int64)  # noqa: E731
+        space = "shared"
+    else:
+        addr = _address(ctx, i, wide) if space != "shared" else _shared_addr(ctx, i)
     cas = op == "CAS"
     rcmp = _regs_of(ctx, i + 1, words) if cas else None
     rval = _regs_of(ctx, i + 2 if cas else i + 1, words)
@@ -445,10 +452,29 @@ def _atomic_factory(ctx: Ctx, space: str):
     return run
 
 
-@semantic("ATOMG", "REDG", "ATOM", "RED", family="atomic")
+@semantic("ATOMG", "REDG", family="atomic")
 def atomg(ctx: Ctx):
-    ctx.need(ctx.ins.opcode in ("ATOMG", "REDG") or "E" in ctx.mods, f"generic atomic {ctx.ins.name}")
     return _atomic_factory(ctx, "global")
+
+
+@semantic("ATOM", "RED", family="atomic")
+def atom_generic(ctx: Ctx):
+    # a generic atomic: global unless the address lies in the shared window
+    glob = _atomic_factory(ctx, "global")
+    shared = _atomic_factory(ctx, "generic-shared")
+    i = 0 if ctx.ins.opcode == "RED" else 1
+    addr = _address(ctx, i, True)
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        sh, lo, gl, _, _ = _generic_spaces(m, lanes, addr(m))
+        if lo.any():
+            raise fault("atomic on a local address", m, ctx.ins, lo, addr(m), "atomics need global or shared memory")
+        if gl.any():
+            glob(m, gl)
+        if sh.any():
+            shared(m, sh)
+    return run
 
 
 @semantic("ATOMS", family="atomic")
@@ -460,3 +486,84 @@ def atoms(ctx: Ctx):
 def membar(ctx: Ctx):
     # memory ordering: every access completes when it executes here, so fences have nothing to order
     return lambda m, ex: None
+
+
+# ------------------------------------------------------------------------------------------------ generic
+def _generic_spaces(m, lanes, addr):
+    """Split generic addresses into (shared lanes, local lanes, global lanes) and window offsets."""
+    from flashsim.sass.launch import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
+
+    a = addr.astype(np.uint64)
+    sh = lanes & (a >= np.uint64(SHARED_WINDOW)) & (a < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
+    lo = lanes & (a >= np.uint64(LOCAL_WINDOW)) & (a < np.uint64(LOCAL_WINDOW + WINDOW_SIZE))
+    gl = lanes & ~sh & ~lo
+    off_sh = np.where(sh, a - np.uint64(SHARED_WINDOW), 0).astype(np.int64)
+    off_lo = np.where(lo, a - np.uint64(LOCAL_WINDOW), 0).astype(np.int64)
+    return sh, lo, gl, off_sh, off_lo
+
+
+@semantic("LD", family="mem")
+def ld_generic(ctx: Ctx):
+    # LD.E[.width] d, [generic address]: shared, local or global by the address's window
+    width, signed = _width(ctx)
+    words = max(1, width // 4)
+    addr = _address(ctx, 1, True)
+    wd = _write_loaded(ctx, 0, words)
+    tag = f"{ctx.ins.pc:#06x}"
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        if not lanes.any():
+            return
+        ad = addr(m)
+        sh, lo, gl, off_sh, off_lo = _generic_spaces(m, lanes, ad)
+        out = np.zeros(lanes.shape + (words,), np.uint32)
+        if gl.any():
+            a, idx = _global_check(m, ctx, gl, ad, width)
+            got = m.mem.gather(a, idx, width)
+            out[gl] = got
+        if sh.any():
+            regs, _ = ld_shared(m.smem, off_sh, bits=8 * width, active=sh, signed=signed, tag=tag)
+            out[sh] = regs[sh]
+        if lo.any():
+            _local_check(m, ctx, lo, off_lo, width)
+            a_, w_, l_ = np.nonzero(lo)
+            off = off_lo[a_, w_, l_]
+            buf = m.local[a_[:, None], w_[:, None], l_[:, None], off[:, None] + np.arange(max(width, 4))]
+            out[a_, w_, l_] = buf.view(np.uint32).reshape(len(a_), -1)[:, :words] if width >= 4 else \
+                buf[:, :width].astype(np.uint32) @ (np.uint32(1) << (8 * np.arange(width, dtype=np.uint32)))[:, None]
+        if signed and width < 4:
+            bits = 8 * width
+            v = out[..., 0].astype(np.int64)
+            out[..., 0] = np.where(v >= (1 << (bits - 1)), v - (1 << bits), v).astype(np.uint32)
+        wd(m, out, lanes)
+    return run
+
+
+@semantic("ST", family="mem")
+def st_generic(ctx: Ctx):
+    width, _ = _width(ctx)
+    words = max(1, width // 4)
+    addr = _address(ctx, 0, True)
+    rd = _regs_of(ctx, 1, words)
+    tag = f"{ctx.ins.pc:#06x}"
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        if not lanes.any():
+            return
+        ad = addr(m)
+        sh, lo, gl, off_sh, off_lo = _generic_spaces(m, lanes, ad)
+        data = rd(m)
+        if gl.any():
+            a, idx = _global_check(m, ctx, gl, ad, width)
+            m.mem.scatter(a, idx, data[gl], width)
+        if sh.any():
+            st_shared(m.smem, off_sh, data, bits=8 * width, active=sh, tag=tag)
+        if lo.any():
+            _local_check(m, ctx, lo, off_lo, width)
+            a_, w_, l_ = np.nonzero(lo)
+            off = off_lo[a_, w_, l_]
+            raw = np.ascontiguousarray(data[a_, w_, l_]).view(np.uint8).reshape(len(a_), -1)[:, :width]
+            m.local[a_[:, None], w_[:, None], l_[:, None], off[:, None] + np.arange(width)] = raw
+    return run

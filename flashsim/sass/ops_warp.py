@@ -122,3 +122,65 @@ def movm(ctx: Ctx):
         d, _ = movmatrix(ra(m))
         wd(m, d, lanes)
     return run
+
+
+_REDUX = ("SUM", "MIN", "MAX", "AND", "OR", "XOR")
+
+
+@semantic("REDUX", family="warp")
+def redux(ctx: Ctx):
+    # REDUX.op[.S32] ud, r: redux.sync over the executing lanes into an uniform register (SUM wraps at
+    # 32 bits; MIN/MAX unsigned unless .S32)
+    op = next((k for k in _REDUX if k in ctx.mods), None)
+    ctx.need(op is not None, f"{ctx.ins.name}")
+    signed = "S32" in ctx.mods
+    src = ctx.ops[1]
+    ctx.need(src.kind == "r", f"{ctx.ins.text}")
+    reg = src.index
+    wd = ctx.dst(0)  # an uniform register (the instruction is not U*-named, write it directly)
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        v = m.R[reg] if reg != 255 else np.zeros(lanes.shape, np.uint32)
+        if op == "SUM":
+            r = (np.where(lanes, v, 0).astype(np.uint64).sum(axis=2) & 0xFFFFFFFF).astype(np.uint32)
+        elif op in ("MIN", "MAX"):
+            x = v.view(np.int32).astype(np.int64) if signed else v.astype(np.int64)
+            fill = (2**31 if signed else 2**32) if op == "MIN" else (-2**31 - 1 if signed else -1)
+            x = np.where(lanes, x, fill)
+            r = (x.min(axis=2) if op == "MIN" else x.max(axis=2)).astype(np.uint32)
+        else:
+            ident = np.uint32(0xFFFFFFFF) if op == "AND" else np.uint32(0)
+            x = np.where(lanes, v, ident)
+            f = {"AND": np.bitwise_and, "OR": np.bitwise_or, "XOR": np.bitwise_xor}[op]
+            r = f.reduce(x, axis=2).astype(np.uint32)
+        m.UR[ctx.ops[0].index][lanes.any(axis=2)] = r[lanes.any(axis=2)] if ctx.ops[0].index != 63 else 0
+    return run
+
+
+@semantic("MATCH", family="warp")
+def match(ctx: Ctx):
+    # MATCH.ANY[.U64] d, a: the lanes (among the executing ones) holding the same value;
+    # MATCH.ALL[.U64] d, p, a: all executing lanes' mask and p = true when every value is equal, else 0 / false
+    kind = "ANY" if "ANY" in ctx.mods else "ALL" if "ALL" in ctx.mods else None
+    ctx.need(kind is not None, f"{ctx.ins.name}")
+    wide = "U64" in ctx.mods
+    src = ctx.ops[-1]
+    rd = ctx.u64(len(ctx.ops) - 1) if wide else ctx.raw(len(ctx.ops) - 1)
+    wd = ctx.dst(0)
+    wp = ctx.dst(1) if kind == "ALL" else None
+
+    def run(m, ex):
+        lanes = _lanes(m, ex)
+        v = np.broadcast_to(np.asarray(rd(m)), lanes.shape)
+        same = (v[..., :, None] == v[..., None, :]) & lanes[..., None, :]
+        masks = (same.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=-1).astype(np.uint32)
+        if kind == "ANY":
+            wd(m, masks, lanes)
+            return
+        act = _bits(lanes)[..., None]
+        eq = masks == act
+        alleq = (eq | ~lanes).all(axis=2, keepdims=True)
+        wd(m, np.where(alleq, act, np.uint32(0)), lanes)
+        wp(m, np.broadcast_to(alleq, lanes.shape), lanes)
+    return run

@@ -189,6 +189,9 @@ class Ctx:
             "SR_NCTAID.X": lambda m: np.uint32(m.launch.grid[0]),
             # no clusters: every CTA is CTA 0 of its own cluster of one
             "SR_CgaCtaId": lambda m: np.uint32(0),
+            # the generic shared window's high word (flashsim.sass.launch.SHARED_WINDOW)
+            "SR_SWINHI": lambda m: np.uint32(0x7FFF),
+            "SR_SWINLO": lambda m: np.uint32(0),
             "SR_CLOCKLO": lambda m: np.uint32(m.clock & 0xFFFFFFFF),
             "SR_CLOCKHI": lambda m: np.uint32((m.clock >> 32) & 0xFFFFFFFF),
             "SR_GLOBALTIMERLO": lambda m: np.uint32((m.clock * 1000) & 0xFFFFFFFF),

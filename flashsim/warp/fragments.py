@@ -90,6 +90,11 @@ class Fragment:
     col: np.ndarray = field(init=False, repr=False, compare=False)
     owner_lane: np.ndarray = field(init=False, repr=False, compare=False)  # (rows, cols)
     owner_value: np.ndarray = field(init=False, repr=False, compare=False)  # v = elems * reg + half
+    # flat index maps between the registers viewed as elements, in (lane, reg, half) order (a uint32
+    # register holds element half 0 in bits 0-15: on a little-endian host its two uint16 views are
+    # halves 0 and 1), and the tile in row-major (row, col) order
+    gather: np.ndarray = field(init=False, repr=False, compare=False)  # tile[i] = elements[gather[i]]
+    scatter: np.ndarray = field(init=False, repr=False, compare=False)  # elements[j] = tile[scatter[j]]
 
     def __post_init__(self):
         for name in ("rows", "cols", "regs", "elems"):
@@ -113,7 +118,10 @@ class Fragment:
             raise bad_argument("index", self.name, "does not own every element exactly once")
         owner_lane[r, c] = lane
         owner_value[r, c] = reg * self.elems + half
-        for name, v in (("row", r), ("col", c), ("owner_lane", owner_lane), ("owner_value", owner_value)):
+        gather = (owner_lane * (self.regs * self.elems) + owner_value).reshape(-1)
+        scatter = (r * self.cols + c).reshape(-1)
+        for name, v in (("row", r), ("col", c), ("owner_lane", owner_lane), ("owner_value", owner_value),
+                        ("gather", gather), ("scatter", scatter)):
             v.setflags(write=False)
             object.__setattr__(self, name, v)
 
@@ -144,11 +152,9 @@ def pack(frag: Fragment, tile: Any) -> np.ndarray:
         raise bad_argument("tile", Summary(t), f"{frag.name} elements are {frag.elem_dtype} bit patterns, got {t.dtype}")
     if t.ndim < 2 or t.shape[-2:] != (frag.rows, frag.cols):
         raise bad_argument("tile", Summary(t), f"{frag.name} needs tiles of shape (..., {frag.rows}, {frag.cols})")
-    if frag.elems == 1:
-        return t[..., frag.row[..., 0], frag.col[..., 0]].astype(np.uint32)
-    lo = t[..., frag.row[..., 0], frag.col[..., 0]].astype(np.uint32)
-    hi = t[..., frag.row[..., 1], frag.col[..., 1]].astype(np.uint32)
-    return lo | (hi << 16)
+    lead = t.shape[:-2]
+    elems = np.ascontiguousarray(t.reshape(lead + (-1,))[..., frag.scatter])
+    return elems.view(np.uint32).reshape(lead + (LANES, frag.regs))
 
 
 def unpack(frag: Fragment, regs: Any) -> np.ndarray:
@@ -160,13 +166,9 @@ def unpack(frag: Fragment, regs: Any) -> np.ndarray:
         if r.ndim >= 2 and r.shape[-2] != LANES:
             raise bad_argument("regs", Summary(r), f"the lane axis has {r.shape[-2]} entries: a warp has 32 lanes")
         raise bad_argument("regs", Summary(r), f"{frag.name} needs registers of shape (..., 32, {frag.regs})")
-    out = np.empty(r.shape[:-2] + (frag.rows, frag.cols), frag.elem_dtype)
-    if frag.elems == 1:
-        out[..., frag.row[..., 0], frag.col[..., 0]] = r
-    else:
-        out[..., frag.row[..., 0], frag.col[..., 0]] = (r & 0xFFFF).astype(np.uint16)
-        out[..., frag.row[..., 1], frag.col[..., 1]] = (r >> 16).astype(np.uint16)
-    return out
+    lead = r.shape[:-2]
+    elems = np.ascontiguousarray(r).view(frag.elem_dtype).reshape(lead + (-1,))
+    return elems[..., frag.gather].reshape(lead + (frag.rows, frag.cols))
 
 
 _SEC16 = 'PTX ISA "Matrix Fragments for mma.m16n8k16 with floating point type"'

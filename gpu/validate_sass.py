@@ -112,7 +112,10 @@ def main(argv=None) -> int:
     golden: dict = {}
     ok = True
     times = []
-    with ProcessPoolExecutor(max_workers=a.workers) as pool:
+    import multiprocessing
+
+    # spawned workers: the parent holds a CUDA context, which forked children must not inherit
+    with ProcessPoolExecutor(max_workers=a.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         for ki, kernel in enumerate(kernels):
             cubin = cubin_of(kernel)
             sha = hashlib.sha256(cubin).hexdigest()

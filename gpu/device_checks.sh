@@ -44,7 +44,7 @@ PY
     sass_probes) timeout 300 python -m gpu.sass_probes --out "$R/sass_probes" > "$R/sass_probes.log" 2>&1 ;;
     sass_attn) timeout 300 python -m gpu.attn_extra --out "$R/sass_attn" > "$R/sass_attn.log" 2>&1 ;;
     sass_pytest) timeout 400 python -m pytest --gpu -q -p no:cacheprovider -rs -x -n ${SASS_PYTEST_WORKERS:-8} \
-                   tests/test_cuda_interp.py tests/test_sass_*.py > "$R/sass_pytest.log" 2>&1 ;;
+                   ${SASS_PYTEST_FILES:-tests/test_cuda_interp.py tests/test_sass_*.py} > "$R/sass_pytest.log" 2>&1 ;;
     pytest) timeout 240 python -m pytest --gpu -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} tests > "$R/pytest.log" 2>&1 ;;
   esac
   echo "stage $stage exit $?"; tail -4 "$R/$stage.log"

@@ -315,6 +315,19 @@ def get_interpreted_kernel(name: str, function: str, *, options: Sequence[str] =
 
 
 _CUBIN_GPU: dict[str, Any] = {}
+_CUBIN_DIR: list[Path] = []
+
+
+def _cubin_dir() -> Path:
+    """A folder for the cubin files cupy loads (it reads a RawModule's file lazily, at the first
+    get_function, so the file must outlive the call); removed when the process exits."""
+    if not _CUBIN_DIR:
+        import atexit
+
+        d = Path(tempfile.mkdtemp(prefix="flashsim-cubin-"))
+        atexit.register(shutil.rmtree, d, True)
+        _CUBIN_DIR.append(d)
+    return _CUBIN_DIR[0]
 
 
 def load_cubin(cubin: bytes) -> Any:
@@ -324,15 +337,11 @@ def load_cubin(cubin: bytes) -> Any:
     digest = hashlib.sha256(cubin).hexdigest()
     mod = _CUBIN_GPU.get(digest)
     if mod is None:
-        with tempfile.TemporaryDirectory(prefix="flashsim-cubin-") as tmp:
-            path = Path(tmp) / f"{digest[:16]}.cubin"
-            path.write_bytes(cubin)
-            loaded = path.read_bytes()
-            if hashlib.sha256(loaded).hexdigest() != digest:
-                raise LaunchError(path.name, "the cubin file does not hold the interpreter's bytes")
-            mod = cupy.RawModule(path=str(path))
-            mod.get_function  # noqa: B018  (cupy loads the file when the module is built)
-        _CUBIN_GPU[digest] = mod
+        path = _cubin_dir() / f"{digest}.cubin"
+        path.write_bytes(cubin)
+        if hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+            raise LaunchError(path.name, "the cubin file does not hold the interpreter's bytes")
+        mod = _CUBIN_GPU[digest] = cupy.RawModule(path=str(path))
     return mod
 
 

@@ -1,0 +1,77 @@
+"""The interpreter against the GPU on the same cubin (``pytest --gpu``): the kernels of
+tests/test_cuda_interp.py and the four FlashAttention kernels, every output bit compared. The GPU loads
+the interpreter's ``module.cubin`` (gpu.runtime.load_cubin checks its sha256)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flashsim.cuda as fc
+from tests.test_cuda_interp import BASIC, GENERIC, SPIN_WAIT
+
+gpu = pytest.mark.gpu
+
+
+def _both(src: str, name: str, grid, block, make_args, shared_mem: int = 0, name_expressions=None):
+    """Run kernel ``name`` in the interpreter and on the GPU on fresh copies of the same inputs; return
+    (interpreter outputs, GPU outputs) as lists of numpy arrays (the device arrays after the launch)."""
+    import cupy
+
+    from gpu import runtime
+
+    mod = fc.RawModule(code=src, name_expressions=name_expressions)
+    host = make_args()
+    i_args = [fc.asarray(a) if isinstance(a, np.ndarray) and a.dtype.names is None else a for a in host]
+    mod.get_function(name)(grid, block, tuple(i_args), shared_mem=shared_mem)
+    g_mod = runtime.load_cubin(mod.cubin)
+    g_args = [cupy.asarray(a) if isinstance(a, np.ndarray) and a.dtype.names is None else a for a in host]
+    runtime.launch(g_mod.get_function(mod._lowered.get(name, name)), grid, block, tuple(g_args), shared_mem=shared_mem)
+    i_out = [a.get() for a in i_args if isinstance(a, fc.ndarray)]
+    g_out = [cupy.asnumpy(a) for a in g_args if isinstance(a, cupy.ndarray)]
+    return i_out, g_out
+
+
+def _assert_same(i_out, g_out):
+    for i, (a, b) in enumerate(zip(i_out, g_out)):
+        np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8), err_msg=f"output array {i}")
+
+
+@gpu
+@pytest.mark.parametrize("seed", range(3))
+def test_basic_kernel_on_gpu(seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(256).astype(np.float32)
+    x[rng.integers(256, size=8)] = np.array([0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-42, 3e38], np.float32)
+    _assert_same(*_both(BASIC, "basic", (1,), (256,), lambda: [x.copy(), np.int32(rng.integers(-9, 9))], 1024))
+
+
+@gpu
+def test_divergence_exit_generic_and_reductions_on_gpu():
+    _assert_same(*_both(BASIC, "divergent_shfl", (1,), (32,), lambda: [np.zeros(32, np.int32)]))
+    _assert_same(*_both(BASIC, "early_exit", (1,), (64,), lambda: [np.zeros(64, np.int32)]))
+    _assert_same(*_both(GENERIC, "gen", (1,), (64,), lambda: [np.zeros(64, np.float32), np.zeros(64, np.int32)]))
+    _assert_same(*_both(SPIN_WAIT, "producer_consumer", (1,), (64,), lambda: [np.zeros(64, np.int32)]))
+
+
+@gpu
+def test_template_kernel_on_gpu():
+    x = np.arange(32, dtype=np.float32) * np.float32(0.37)
+    _assert_same(*_both(BASIC, "scale<float>", (1,), (32,), lambda: [x.copy(), np.float32(1.7)],
+                        name_expressions=("scale<float>", "scale<int>")))
+
+
+@gpu
+@pytest.mark.parametrize("kernel", ["v5", "v6", "kernel1", "fa2"])
+def test_fa_kernels_interpreter_equals_gpu_on_the_same_cubin(kernel):
+    from flashsim.kernels import problems
+    from gpu.fa_kernels import run_kernel
+
+    rng = np.random.default_rng(11)
+    for _ in range(4):
+        case = problems.random_case(rng, kernel)
+        g_out, g_lse = run_kernel(kernel, case.q, case.k, case.v, backend="gpu-cubin", **case.kwargs)
+        i_out, i_lse = run_kernel(kernel, case.q, case.k, case.v, backend="interp", **case.kwargs)
+        np.testing.assert_array_equal(g_out.view(np.uint16), i_out.view(np.uint16), err_msg=case.describe())
+        if g_lse is not None:
+            np.testing.assert_array_equal(g_lse.view(np.uint32), i_lse.view(np.uint32), err_msg=case.describe())

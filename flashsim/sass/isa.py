@@ -216,9 +216,15 @@ def parse_instruction(pc: int, rec: dict, files: list[str] | None = None) -> Ins
     opcode, *mods = op_full.split(".")
     ops_text = rec.get("operands", "")
     pred = rec.get("predicate")
-    text = (f"{pred} " if pred else "") + op_full + (" " + ops_text.replace(",", ", ") if ops_text else "")
+    parts = split_operands(ops_text)
+    if pred and not pred.startswith("@"):
+        # nvdisasm's JSON files P2R's / R2P's predicate-register operand PR under "predicate": it is an
+        # operand (P2R d, PR, a, mask; R2P PR, a, mask), not a guard
+        parts.insert(1 if opcode == "P2R" else 0, pred)
+        pred = None
+    text = (f"{pred} " if pred else "") + op_full + (" " + ", ".join(parts) if parts else "")
     try:
-        operands = tuple(parse_operand(o) for o in split_operands(ops_text))
+        operands = tuple(parse_operand(o) for o in parts)
         guard = parse_operand(pred[1:]) if pred else None
     except SassParseError as exc:
         raise SassParseError(f"pc={pc:#06x} `{text}`: {exc}") from None

@@ -54,6 +54,8 @@ def jump(m, pc: int, taken, active, target) -> str:
 @semantic("BRA", "JMP", family="control")
 def bra(ctx: Ctx):
     # BRA [p,] target: taken where the guard and p (default PT) hold; .U marks a warp-uniform branch
+    if "DIV" in ctx.mods:
+        return _bra_div(ctx)
     ops = ctx.ops
     cond = None
     if len(ops) == 2:
@@ -61,7 +63,7 @@ def bra(ctx: Ctx):
         tgt = _target(ctx, ops[1])
     else:
         tgt = _target(ctx, ops[0])
-    ctx.need(not ({"DIV", "CONV"} & ctx.mods), f"{ctx.ins.name}")
+    ctx.need("CONV" not in ctx.mods, f"{ctx.ins.name}")
     pc = ctx.ins.pc
 
     @control
@@ -72,6 +74,25 @@ def bra(ctx: Ctx):
         if cond is not None:
             taken = taken & cond(m)
         return jump(m, pc, taken, active, tgt)
+    return run
+
+
+def _bra_div(ctx: Ctx):
+    # BRA.DIV mask, target: taken (by every executing lane) when the warp is diverged, i.e. when the
+    # lanes executing it are not all the lanes of mask; ptxas uses it to pick the slow path of a
+    # collective (shfl/vote) after code where lanes may have split
+    ops = ctx.ops
+    rmask = ctx.u32(0)
+    tgt = _target(ctx, ops[1])
+    pc = ctx.ins.pc
+
+    @control
+    def run(m, ex, active):
+        lanes = _all(m, active) if ex is None else ex
+        have = _lane_bits(lanes)
+        want = np.broadcast_to(np.asarray(rmask(m), np.uint32), m.st.shape)[..., 0]
+        diverged = (have & want) != want
+        return jump(m, pc, lanes & diverged[..., None], active, tgt)
     return run
 
 
@@ -178,6 +199,8 @@ def bsync(ctx: Ctx):
 def warpsync(ctx: Ctx):
     # WARPSYNC mask (or .ALL): the lanes of mask meet here (__syncwarp)
     pc = ctx.ins.pc
+    if "COLLECTIVE" in ctx.mods:
+        raise ctx.unsupported("WARPSYNC.COLLECTIVE (the lane-by-lane slow path of a collective in a diverged warp)")
     if "ALL" in ctx.mods or not ctx.ops:
         mask = None
     else:

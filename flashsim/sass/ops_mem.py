@@ -286,13 +286,16 @@ def ldc(ctx: Ctx):
 # ------------------------------------------------------------------------------------------------ cp.async
 @semantic("LDGSTS", family="mem")
 def ldgsts(ctx: Ctx):
-    # LDGSTS.E[.BYPASS].{32,64,128} [shared], desc[..][global.64]: cp.async.{ca,cg}.shared.global; the
-    # bytes land when a DEPBAR wait covers the copy's group (LDGDEPBAR commits)
+    # LDGSTS.E[.BYPASS][.LTC128B].{32,64,128} [shared], desc[..][global.64][, p]: cp.async.{ca,cg}.shared.
+    # global; the bytes land when a DEPBAR wait covers the copy's group (LDGDEPBAR commits). With p (what
+    # ptxas makes of a src-size of cp-size or 0), lanes where p is false read nothing and write zeros.
+    # .LTC*B are L2 prefetch hints.
     width, _ = _width(ctx)
-    ctx.need(len(ctx.ops) == 2, f"{ctx.ins.name} with a zero-fill operand")
-    ctx.need(not ({"ZFILL", "LTC64B", "LTC128B", "LTC256B"} & ctx.mods), f"LDGSTS form {ctx.ins.name}")
+    ctx.need(len(ctx.ops) in (2, 3), f"{ctx.ins.text}")
+    ctx.need(not ({"ZFILL"} & ctx.mods), f"LDGSTS form {ctx.ins.name}")
     dst = _shared_addr(ctx, 0)
     src = _address(ctx, 1, True)
+    fill = ctx.pred(2) if len(ctx.ops) == 3 else None
     tag = f"{ctx.ins.pc:#06x}"
 
     def run(m, ex):
@@ -303,8 +306,12 @@ def ldgsts(ctx: Ctx):
         smem = m.smem
         smem.check_access(d, width, lanes, f"cp.async ({ctx.ins.text})")
         s = src(m)
-        a, idx = _global_check(m, ctx, lanes, s, width)
-        payload = m.mem.gather(a, idx, width).view(np.uint8).reshape(-1, max(width, 4))[:, :width]
+        reads = lanes if fill is None else lanes & np.broadcast_to(fill(m), lanes.shape)
+        payload = np.zeros((int(lanes.sum()), width), np.uint8)
+        if reads.any():
+            a, idx = _global_check(m, ctx, reads, s, width)
+            got = m.mem.gather(a, idx, width).view(np.uint8).reshape(-1, max(width, 4))[:, :width]
+            payload[reads[lanes]] = got
         c, w, l = np.nonzero(lanes)
         if smem.shadow is not None:
             smem.on_write(d, width, lanes, tag, op="cp.async")

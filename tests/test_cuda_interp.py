@@ -330,3 +330,34 @@ def test_generic_addresses_barrier_reductions_redux_match():
     match = np.array([sum(1 << l for l in range(32) if l % 4 == x % 4) for x in t], np.int64)
     want_i = (int((t > 10).sum()) + 100 * 0 + 1000 * 1 + red * 7 + mx + match) & 0xFFFFFFFF
     np.testing.assert_array_equal(iout.get().astype(np.int64) & 0xFFFFFFFF, want_i)
+
+
+IDIOMS = r"""
+extern "C" __global__ void idioms(const float* __restrict__ x, float* y, int n) {
+    __shared__ __align__(16) float s[256];
+    int t = threadIdx.x;
+    unsigned sa = (unsigned)__cvta_generic_to_shared(&s[(t * 4) & 255]);
+    int bytes = (n - t * 4) * 4;
+    bytes = bytes < 0 ? 0 : (bytes > 16 ? 16 : bytes);             // a src-size known at run time only
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" :: "r"(sa), "l"(x + 4 * (t % 16)), "r"(bytes));
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads();
+    y[t] = s[t];
+}
+"""
+
+
+def test_cp_async_with_a_run_time_src_size_zero_fills():
+    mod = fc.RawModule(code=IDIOMS)
+    sass = {i["opcode"] for f in toolchain.disassemble(mod.cubin)[1] for i in f["sass-instructions"]}
+    assert "LDGSTS.E.128.ZFILL" in sass
+    x = np.arange(1, 65, dtype=np.float32)
+    for n in (0, 5, 22, 64):
+        y = fc.zeros((256,), np.float32)
+        mod.get_function("idioms")((1,), (64,), (fc.asarray(x), y, np.int32(n)))
+        t = np.arange(64)
+        want = np.zeros(256, np.float32)
+        for lane in t:  # lane copies x[4 (lane % 16) ...] (src-size bytes of 16) to s[4 lane ...]
+            k = max(0, min(4, n - 4 * lane))
+            want[4 * lane:4 * lane + k] = x[4 * (lane % 16):4 * (lane % 16) + k]
+        np.testing.assert_array_equal(y.get()[:64], want[:64], err_msg=f"n={n}")

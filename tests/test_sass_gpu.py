@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import flashsim.cuda as fc
-from tests.test_cuda_interp import BASIC, GENERIC, SPIN_WAIT
+from tests.test_cuda_interp import BASIC, GENERIC, IDIOMS, SPIN_WAIT
 
 gpu = pytest.mark.gpu
 
@@ -52,6 +52,13 @@ def test_divergence_exit_generic_and_reductions_on_gpu():
     _assert_same(*_both(BASIC, "early_exit", (1,), (64,), lambda: [np.zeros(64, np.int32)]))
     _assert_same(*_both(GENERIC, "gen", (1,), (64,), lambda: [np.zeros(64, np.float32), np.zeros(64, np.int32)]))
     _assert_same(*_both(SPIN_WAIT, "producer_consumer", (1,), (64,), lambda: [np.zeros(64, np.int32)]))
+
+
+@gpu
+@pytest.mark.parametrize("n", [0, 3, 5, 22, 63, 64])
+def test_cp_async_zero_fill_on_gpu(n):
+    x = np.arange(1, 65, dtype=np.float32)
+    _assert_same(*_both(IDIOMS, "idioms", (1,), (64,), lambda: [x.copy(), np.zeros(256, np.float32), np.int32(n)]))
 
 
 @gpu

@@ -289,10 +289,12 @@ def ldgsts(ctx: Ctx):
     # LDGSTS.E[.BYPASS][.LTC128B].{32,64,128} [shared], desc[..][global.64][, p]: cp.async.{ca,cg}.shared.
     # global; the bytes land when a DEPBAR wait covers the copy's group (LDGDEPBAR commits). With p (what
     # ptxas makes of a src-size of cp-size or 0), lanes where p is false read nothing and write zeros.
-    # .LTC*B are L2 prefetch hints.
+    # .LTC*B are L2 prefetch hints. .ZFILL (a src-size only known at run time): ptxas puts the number of
+    # bytes to zero-fill, (cp-size - src-size) mod cp-size, in the low bits of the aligned source address
+    # and makes p false for src-size 0; the copy reads cp-size minus that many bytes and zero-fills the rest.
     width, _ = _width(ctx)
     ctx.need(len(ctx.ops) in (2, 3), f"{ctx.ins.text}")
-    ctx.need(not ({"ZFILL"} & ctx.mods), f"LDGSTS form {ctx.ins.name}")
+    zfill = "ZFILL" in ctx.mods
     dst = _shared_addr(ctx, 0)
     src = _address(ctx, 1, True)
     fill = ctx.pred(2) if len(ctx.ops) == 3 else None
@@ -308,9 +310,28 @@ def ldgsts(ctx: Ctx):
         s = src(m)
         reads = lanes if fill is None else lanes & np.broadcast_to(fill(m), lanes.shape)
         payload = np.zeros((int(lanes.sum()), width), np.uint8)
+        if zfill:
+            nzero = (s & np.uint64(width - 1)).astype(np.int64)
+            s = s & ~np.uint64(width - 1)
+        if zfill:  # lanes that read nothing read nothing
+            reads = reads & ((width - nzero) > 0)
         if reads.any():
-            a, idx = _global_check(m, ctx, reads, s, width)
-            got = m.mem.gather(a, idx, width).view(np.uint8).reshape(-1, max(width, 4))[:, :width]
+            if zfill:  # only the bytes read must lie in an allocation (padding keeps the 16-byte gather safe)
+                keep = width - nzero[reads]
+                a = s[reads]
+                idx = m.mem.locate(a, 1)
+                ends = m.mem._arrays()[1]
+                bad = (idx < 0) | (a + keep.astype(np.uint64) > ends[np.maximum(idx, 0)])
+                if bad.any():
+                    mask = np.zeros(lanes.shape, bool)
+                    mask[reads] = bad
+                    raise fault("out-of-bounds global address", m, ctx.ins, mask, s,
+                                f"cp.async reads {int(keep[bad][0])} bytes {m.mem.describe(int(a[bad][0]))}")
+                got = m.mem.gather(a, idx, width).view(np.uint8).reshape(-1, max(width, 4))[:, :width]
+                got = np.where(np.arange(width)[None, :] < keep[:, None], got, 0).astype(np.uint8)
+            else:
+                a, idx = _global_check(m, ctx, reads, s, width)
+                got = m.mem.gather(a, idx, width).view(np.uint8).reshape(-1, max(width, 4))[:, :width]
             payload[reads[lanes]] = got
         c, w, l = np.nonzero(lanes)
         if smem.shadow is not None:

@@ -4,6 +4,7 @@ hypothesis, directed cases for each semantic choice, the two rounding engines, a
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from fractions import Fraction
 
 import ml_dtypes
@@ -287,6 +288,66 @@ def test_engines_agree_on_random_bits(name):
         x = mma(a, b, c, k=k, atype=atype, ctype=ctype, model=MODELS[name])
         y = mma(a, b, c, k=k, atype=atype, ctype=ctype, model=MODELS[name], engine="round_exact")
         np.testing.assert_array_equal(x, y)
+
+
+# the fast kernel (engine "numba") against the generic per-output kernel it replaced, on large batches
+FAST_MODELS = [*MODELS.values(), REF_MODELS[-1],
+               dataclasses.replace(MODELS["sm_90"], name="frac17_rn", frac_bits=17, round_f32="rn", e_floor=None),
+               dataclasses.replace(MODELS["sm_90"], name="frac40_keep", frac_bits=40, underflow_sign="keep",
+                                   zero_sign="ieee"),
+               dataclasses.replace(MODELS["sm_90"], name="steps4", products_per_step=4)]
+
+
+def _fast_batch(rng, k, atype, ctype, n=96):
+    """n tiles: structured windows (various centres and spreads, zeros, subnormals, a few specials) and
+    uniformly random bit patterns, including whole tiles without any Inf/NaN."""
+    parts = []
+    for t in range(n):
+        if t % 8 == 7:
+            a = rng.integers(0, 1 << 16, (16, k))
+            b = rng.integers(0, 1 << 16, (k, 8))
+            c = rng.integers(0, 1 << (32 if ctype == "f32" else 16), (16, 8))
+        else:
+            centre = int(rng.integers(-14, 9)) if atype == "f16" else int(rng.integers(-75, 71))
+            spread = int(rng.integers(0, 15))
+            p_zero, p_sub = [0.0, 0.1, 0.5, 1.0][t % 4], [0.0, 0.1][t % 2]
+            p_special = 0.01 if t % 3 == 0 else 0.0
+            a = _patterns(rng, (16, k), atype, centre, spread, p_zero, p_sub, p_special)
+            b = _patterns(rng, (k, 8), atype, centre, spread, p_zero, p_sub, p_special)
+            c_centre = max(min(2 * centre + int(rng.integers(-10, 11)), 100), -130 if ctype == "f32" else -14)
+            c = _patterns(rng, (16, 8), ctype, c_centre, spread, p_zero, p_sub, p_special)
+        parts.append((a, b, c))
+    a = np.stack([x[0] for x in parts]).astype(np.uint16)
+    b = np.stack([x[1] for x in parts]).astype(np.uint16)
+    c = np.stack([x[2] for x in parts]).astype(np.uint32 if ctype == "f32" else np.uint16)
+    return a, b, c
+
+
+@pytest.mark.parametrize("k,atype,ctype", VARIANTS)
+@pytest.mark.parametrize("model", FAST_MODELS, ids=lambda m: m.name)
+def test_fast_kernel_matches_generic(k, atype, ctype, model):
+    rng = np.random.default_rng(zlib.crc32(f"{k} {atype} {ctype} {model.name}".encode()))
+    a, b, c = _fast_batch(rng, k, atype, ctype)
+    got = mma(a, b, c, k=k, atype=atype, ctype=ctype, model=model)
+    want = mma(a, b, c, k=k, atype=atype, ctype=ctype, model=model, engine="generic")
+    np.testing.assert_array_equal(got, want)
+    # the same tiles one call each (the interpreter's batches) and as non-contiguous views
+    for t in (0, 7, 95):
+        np.testing.assert_array_equal(mma(a[t], b[t], c[t], k=k, atype=atype, ctype=ctype, model=model), want[t])
+    np.testing.assert_array_equal(mma(a[::2], b[::2], c[::2], k=k, atype=atype, ctype=ctype, model=model), want[::2])
+
+
+def test_fast_kernel_extremes():
+    # the largest sums: 16 products (2 - 2^-10)^2 * 2^15 of one sign (above 2^31 units of 2^(E - 25)) plus a
+    # C in the same binade (f32) or one that overflows the f16 sum; a huge C that truncates every product away
+    big = f16(65504.0)
+    for sign in (1, -1):
+        a = np.full((1, 16, 16), big, np.uint16)
+        b = np.full((1, 16, 8), f16(sign * 1.99902344), np.uint16)
+        for ctype, cv in (("f32", f32(sign * 65504.0)), ("f32", f32(sign * 3.4e38)), ("f16", f16(sign * 65504.0))):
+            cc = np.full((1, 16, 8), cv, cv.dtype)
+            got = mma(a, b, cc, k=16, atype="f16", ctype=ctype)
+            np.testing.assert_array_equal(got, ref_mma(a, b, cc, "f16", ctype, MODELS["sm_90"]))
 
 
 # ---- directed cases ----------------------------------------------------------------------------------

@@ -25,6 +25,12 @@ def cmd_info(args) -> int:
         rows = [r for r in rows if r[1] == args.arch]
     print(f"flashsim {__version__}: modelled instructions and their verification on hardware\n")
     print(_table(rows, ("instruction", "arch", "SASS", "verification")))
+    if args.arch in (None, "sm_90"):
+        from flashsim.sass.evidence import rows as sass_rows
+
+        print("\nSASS interpreter (flashsim.cuda): every opcode with a semantic, and what the H100 showed of "
+              "each instruction form\n")
+        print(_table(sass_rows(), ("opcode", "family", "evidence")))
     return 0
 
 

@@ -129,6 +129,7 @@ class Machine:
     def run(self) -> None:
         prog = self.program
         code = prog.compiled
+        hits = prog.hits
         budget = self.options.max_steps
         while True:
             if self.together:
@@ -143,6 +144,7 @@ class Machine:
             if fn is None:
                 self._bad_pc(pc, active)
             self.steps += 1
+            hits[pc >> 4] += 1
             self.warp_steps += self._live_warps if active is None else int(active.any(axis=2).sum())
             if self.steps > budget:
                 self._over_budget(pc, active)

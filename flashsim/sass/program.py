@@ -307,10 +307,21 @@ class Program:
         self.instructions = {ins.pc: ins for ins in instructions}
         self.symbols = symbols
         self.compiled: dict[int, Callable] = {}
+        # executions (scheduling steps) of the instruction at each PC, summed over every launch
+        self.hits = np.zeros(max(ins.pc for ins in instructions) // 16 + 1 if instructions else 1, np.int64)
         from flashsim.sass import opcodes  # noqa: F401  (registers every semantic)
 
         for ins in instructions:
             self.compiled[ins.pc] = self._compile(ins)
+
+    def executed_forms(self) -> dict[str, int]:
+        """{instruction form (opcode with modifiers): times executed} over every launch so far."""
+        out: dict[str, int] = {}
+        for pc, ins in self.instructions.items():
+            n = int(self.hits[pc >> 4])
+            if n:
+                out[ins.name] = out.get(ins.name, 0) + n
+        return out
 
     def describe(self, pc: int) -> str:
         ins = self.instructions.get(pc)

@@ -361,3 +361,44 @@ def test_cp_async_with_a_run_time_src_size_zero_fills():
             k = max(0, min(4, n - 4 * lane))
             want[4 * lane:4 * lane + k] = x[4 * (lane % 16):4 * (lane % 16) + k]
         np.testing.assert_array_equal(y.get()[:64], want[:64], err_msg=f"n={n}")
+
+
+ROUNDING = r"""
+extern "C" __global__ void rounding(const float* x, float* y, int* iy, unsigned char* cy) {
+    int t = threadIdx.x;
+    float v = x[t];
+    y[5 * t + 0] = floorf(v); y[5 * t + 1] = ceilf(v * 3.f); y[5 * t + 2] = truncf(v);
+    y[5 * t + 3] = rintf(v); y[5 * t + 4] = roundf(v * 7.f);
+    iy[t] = __sad(t * 37 - 600, 7, 3u) + min(max(t * 3 - 50, 0), 100);
+    cy[t] = (unsigned char)min(max((int)(v * 100.f), 0), 255);
+}
+"""
+
+
+def rounding_inputs(seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(64) * 4).astype(np.float32)
+    x[:12] = [0.5, -0.5, 1.5, 2.5, -2.5, -0.0, 0.0, np.inf, -np.inf, np.nan, 1e-42, -3.4e38]
+    return x
+
+
+def test_frnd_vabsdiff_and_clamps():
+    mod = fc.RawModule(code=ROUNDING)
+    sass = {i["opcode"] for f in toolchain.disassemble(mod.cubin)[1] for i in f["sass-instructions"]}
+    assert {"FRND.FTZ.FLOOR", "FRND.FTZ.CEIL", "FRND.TRUNC", "FRND", "VABSDIFF"} <= sass
+    x = rounding_inputs(0)
+    y, iy, cy = fc.zeros((320,), np.float32), fc.zeros((64,), np.int32), fc.zeros((64,), np.uint8)
+    mod.get_function("rounding")((1,), (64,), (fc.asarray(x), y, iy, cy))
+    xf = np.where(np.abs(x) < np.float32(2.0**-126), np.copysign(np.float32(0), x), x)  # -ftz=true flushes inputs
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = np.stack([np.floor(xf), np.ceil(xf * np.float32(3)), np.trunc(x), np.rint(x),
+                         np.copysign(np.floor(np.abs(xf * np.float32(7)) + np.float32(0.5)), xf * np.float32(7))], 1)
+    got = y.get().reshape(64, 5)
+    ok = (got.view(np.uint32) == want.astype(np.float32).view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    assert ok.all(), (np.argwhere(~ok)[:5], got[~ok][:5], want[~ok][:5])
+    t = np.arange(64)
+    np.testing.assert_array_equal(iy.get(), np.abs(t * 37 - 600 - 7) + 3 + np.clip(t * 3 - 50, 0, 100))
+    with np.errstate(invalid="ignore", over="ignore"):
+        want_c = np.clip(np.nan_to_num((xf * np.float32(100)).astype(np.float64), nan=0.0, posinf=2**31 - 1,
+                                       neginf=-2**31), -2**31, 2**31 - 1).astype(np.int64)
+    np.testing.assert_array_equal(cy.get(), np.clip(np.trunc(want_c), 0, 255).astype(np.uint8))

@@ -154,3 +154,18 @@ def test_errors_name_the_operand():
         fp32.fma(ok, ok.view(np.float32), ok)
     with pytest.raises(ArgumentError, match=r"^c=\(2,\)"):
         fp32.fma(ok, ok, np.zeros(2, np.uint32))
+
+
+def test_exact_zero_sum_sign_under_round_toward_negative():
+    # IEEE 754 6.3: an exact zero sum of operands of opposite signs (or x - x) is +0 in every mode but
+    # round-toward-negative, where it is -0; +0 + +0 is +0 and -0 + -0 is -0 in every mode
+    from flashsim.numerics import fp32
+
+    f = lambda v: np.array(v, np.float32).view(np.uint32)  # noqa: E731
+    one = f([1.0] * 4)
+    a = f([3.5, 0.0, 0.0, -0.0])
+    c = f([-3.5, -0.0, 0.0, -0.0])
+    got_rm = fp32.fma(a, one, c, rnd="rm")
+    np.testing.assert_array_equal(got_rm, f([-0.0, -0.0, 0.0, -0.0]))
+    for mode in ("rn", "rz", "rp"):
+        np.testing.assert_array_equal(fp32.fma(a, one, c, rnd=mode), f([0.0, 0.0, 0.0, -0.0]))

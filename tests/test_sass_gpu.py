@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import flashsim.cuda as fc
-from tests.test_cuda_interp import BASIC, GENERIC, IDIOMS, SPIN_WAIT
+from tests.test_cuda_interp import BASIC, GENERIC, IDIOMS, ROUNDING, SPIN_WAIT, rounding_inputs
 
 gpu = pytest.mark.gpu
 
@@ -59,6 +59,14 @@ def test_divergence_exit_generic_and_reductions_on_gpu():
 def test_cp_async_zero_fill_on_gpu(n):
     x = np.arange(1, 65, dtype=np.float32)
     _assert_same(*_both(IDIOMS, "idioms", (1,), (64,), lambda: [x.copy(), np.zeros(256, np.float32), np.int32(n)]))
+
+
+@gpu
+@pytest.mark.parametrize("seed", range(3))
+def test_rounding_and_clamps_on_gpu(seed):
+    x = rounding_inputs(seed)
+    _assert_same(*_both(ROUNDING, "rounding", (1,), (64,), lambda: [x.copy(), np.zeros(320, np.float32),
+                                                                    np.zeros(64, np.int32), np.zeros(64, np.uint8)]))
 
 
 @gpu

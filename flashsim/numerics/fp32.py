@@ -101,7 +101,13 @@ def fma(a, b, c, *, ftz: bool = False, rnd: str = "rn", sat: bool = False) -> np
         raise bad_argument("rnd", rnd, "expected 'rn', 'rz', 'rm' or 'rp'")
     with np.errstate(all="ignore"):
         p = _operand(a, "a", ftz) * _operand(b, "b", ftz)  # exact: 24 x 24 bits fit in 53
-        r = _round_to_odd_sum(p, _operand(c, "c", ftz))
+        z = _operand(c, "c", ftz)
+        r = _round_to_odd_sum(p, z)
+        if rnd == "rm":
+            # IEEE 754: an exact zero sum is -0 under round-toward-negative unless both addends are +0
+            # (x - x, +0 + -0); the float64 sum above is round-to-nearest, where it is +0
+            both_pos = (p == 0) & (z == 0) & ~np.signbit(p) & ~np.signbit(z)
+            r = np.where((r == 0) & np.isfinite(p) & np.isfinite(z) & ~both_pos, -0.0, r)
         out = _to_f32(r, ftz) if rnd == "rn" else _to_f32_directed(r, rnd, ftz)
     return _saturate(out) if sat else out
 

@@ -72,13 +72,13 @@ def build(traces: Path, workers: int = 2) -> dict:
                 rec = forms.setdefault(form, {"kernels": {}, "problems": 0, "probe_cases": 0})
                 rec["kernels"][kernel] = rec["kernels"].get(kernel, 0) + 1
                 rec["problems"] += 1
-    probes = traces / "probes_report.json"
+    probes = traces / "probes.json"  # python -m gpu.sass_probes: per form, launches and lanes compared
     if probes.exists():
         rep = json.loads(probes.read_text())
         for form, rec in rep.get("opcodes", {}).items():
             r = forms.setdefault(form, {"kernels": {}, "problems": 0, "probe_cases": 0})
-            if rec.get("mismatches", 0) == 0:
-                r["probe_cases"] += int(rec.get("cases", 0))
+            if rec.get("equal", 0) == rec.get("cases", -1):  # every launch of every probe bit-identical
+                r["probe_cases"] += int(rec.get("elements", 0))
     return {"provenance": prov, "forms": forms}
 
 
@@ -110,7 +110,7 @@ def rows() -> list[tuple[str, str, str]]:
             if r["problems"]:
                 bits.append(f"ran in {r['problems']} kernel problems ({', '.join(sorted(r['kernels']))})")
             if r["probe_cases"]:
-                bits.append(f"{r['probe_cases']} probe cases")
+                bits.append(f"{r['probe_cases']:,} probe lanes")
             parts.append(f"{form}: {'; '.join(bits)}")
         out.append((op, fam, f"bit-exact on {where}: " + " | ".join(parts)))
     return out

@@ -1,6 +1,7 @@
 """Floating-point SASS semantics, each a thin call into flashsim.numerics: FADD/FMUL/FFMA (rounding
 modes, .FTZ, .SAT), FMNMX, FSETP, FSEL, FCHK, MUFU, F2FP (f32 pairs to f16x2/bf16x2), F2I / I2F / I2FP
-(int <-> float), F2F, HADD2.F32 (f16 to f32).
+(int <-> float), F2F (f32 to one f16/bf16), HADD2.F32 (f16 to f32). Each form is exercised by a probe of
+gpu/kernels/sass_probes.cu (tests/test_sass_probes.py; on the GPU with pytest --gpu).
 """
 
 from __future__ import annotations
@@ -52,13 +53,17 @@ def fmul(ctx: Ctx):
     ctx.need(not ({"D2", "D4", "D8", "M2", "M4", "M8"} & ctx.mods), f"FMUL scaling {ctx.ins.name}")
     ra, rb = ctx.f32(1), ctx.f32(2)
     wd = ctx.dst(0)
+    # a * b + z rounds once and keeps the product's zero sign when z is the zero that adds nothing: -0
+    # (x + -0 = x for every x, +0 included, in rn/rz/rp), or +0 under rm (where +0 + -0 = -0 but
+    # -0 + +0 = -0 and +0 + +0 = +0)
+    zero = np.uint32(0) if rnd == "rm" else _SIGN
 
     def run(m, ex):
         a, b = _bc(ra(m), rb(m))
         if rnd == "rn" and not sat:
             r = fp32.mul(a, b, ftz=ftz)
-        else:  # a * b + (-0) rounds once and keeps the product's zero sign
-            r = fp32.fma(a, b, np.full_like(a, _SIGN), ftz=ftz, rnd=rnd, sat=sat)
+        else:
+            r = fp32.fma(a, b, np.full_like(a, zero), ftz=ftz, rnd=rnd, sat=sat)
         wd(m, r, ex)
     return run
 
@@ -211,7 +216,8 @@ def f2fp(ctx: Ctx):
 
 
 def _f32_value(bits: np.ndarray, ftz: bool) -> np.ndarray:
-    x = bits.view(np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore"):  # signalling NaNs
+        x = bits.view(np.float32).astype(np.float64)
     if ftz:
         x = np.where((bits & _EXP) == 0, 0.0, x)
     return x
@@ -327,4 +333,52 @@ def hadd2(ctx: Ctx):
     def run(m, ex):
         a, b = _bc(readers[0](m), readers[1](m))
         wd(m, fp32.add(a, b, ftz=ftz), ex)
+    return run
+
+
+@semantic("F2F", family="cvt")
+def f2f(ctx: Ctx):
+    # F2F.{F16,BF16}.F32[.RZ|.RM|.RP][.SATFINITE][.RELU] d, a: cvt.<rnd>.{f16,bf16}.f32 of one value; the
+    # 16-bit result lands in the low half of d, the high half is zero (ptxas stores (u32)h from it
+    # without masking). Other directions (f64, integer widths) are not modelled.
+    mods = ctx.mods
+    names = ctx.ins.mods
+    ctx.need(len(names) >= 2 and names[0] in ("F16", "BF16") and names[1] == "F32", f"F2F form {ctx.ins.name}")
+    extra = mods - {"F16", "BF16", "F32", "RN", "RZ", "RM", "RP", "SATFINITE", "RELU", "FTZ"}
+    ctx.need(not extra, f"F2F modifiers {'.'.join(sorted(extra))}")
+    rnd = _rnd(ctx)
+    conv = cvt_mod.f32_to_bf16 if names[0] == "BF16" else cvt_mod.f32_to_f16
+    kw = dict(relu="RELU" in mods, satfinite="SATFINITE" in mods, ftz="FTZ" in mods)
+    ra = ctx.f32(1)
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        (a,) = _bc(ra(m))
+        wd(m, np.asarray(conv(a, rnd, **kw), np.uint32), ex)
+    return run
+
+
+_FRND = {"FLOOR": np.floor, "CEIL": np.ceil, "TRUNC": np.trunc}
+
+
+@semantic("FRND", family="float")
+def frnd(ctx: Ctx):
+    # FRND[.FLOOR|.CEIL|.TRUNC][.FTZ] d, a: cvt.{rni,rmi,rpi,rzi}{.ftz}.f32.f32, a float rounded to an
+    # integral float (ties to even by default); zeros keep their sign (ceil(-0.5) = -0); NaN gives the
+    # canonical NaN
+    mode = next((k for k in _FRND if k in ctx.mods), None)
+    ctx.need(not (ctx.mods - {"FLOOR", "CEIL", "TRUNC", "FTZ", "F32"}), f"{ctx.ins.name}")
+    ftz = "FTZ" in ctx.mods
+    f = _FRND[mode] if mode else np.rint
+    ra = ctx.f32(1)
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        (a,) = _bc(ra(m))
+        if ftz:
+            a = _flush(a)
+        x = a.view(np.float32)
+        with np.errstate(invalid="ignore"):
+            r = f(x).astype(np.float32).view(np.uint32)
+        wd(m, np.where(np.isnan(x), np.uint32(0x7FFFFFFF), r).astype(np.uint32), ex)
     return run

@@ -1,7 +1,8 @@
 """Integer and logic SASS semantics: IADD3, IMAD (every form), LEA, LOP3, PLOP3, SHF, PRMT, ISETP, SEL,
 IABS, VIADD, VIMNMX, VIADDMNMX, IMNMX, POPC, FLO, BREV, MOV, the uniform U* forms of each, S2R/S2UR/CS2R,
-R2UR. Bit conventions follow the PTX ISA's integer instructions (add.cc/addc, mad.lo/hi/wide, shf,
-prmt, lop3, setp); carries travel in predicates as ptxas emits them.
+R2UR, P2R/R2P. Bit conventions follow the PTX ISA's integer instructions (add.cc/addc, mad.lo/hi/wide, shf,
+prmt, lop3, setp); carries travel in predicates as ptxas emits them. Each form is exercised by a probe
+of gpu/kernels/sass_probes.cu (tests/test_sass_probes.py; on the GPU with pytest --gpu).
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ def _u64(x) -> np.ndarray:
 
 def _s64(x) -> np.ndarray:
     return np.asarray(x, np.uint32).view(np.int32).astype(np.int64) if np.ndim(x) else np.int64(np.int32(np.uint32(x)))
+
+
+def _sx(x) -> np.ndarray:
+    """uint32 bits as signed int64 values (arrays and 0-d alike)."""
+    return np.asarray(x, np.uint32).view(np.int32).astype(np.int64)
 
 
 def _lo(x) -> np.ndarray:
@@ -99,11 +105,20 @@ def _minmax(a, b, pick_min, signed: bool):
 
 @semantic("VIMNMX", "IMNMX", "UIMNMX", family="int")
 def imnmx(ctx: Ctx):
-    # IMNMX d, a, b, p: p true -> min, false -> max; signed unless .U32
+    # IMNMX d, a, b, p: p true -> min, false -> max; signed unless .U32; .RELU then clamps a negative
+    # (signed) result to 0 (ptxas's clamp(x, 0, hi) in one instruction)
     signed = "U32" not in ctx.mods
+    relu = "RELU" in ctx.mods
+    ctx.need(not (relu and not signed), f"{ctx.ins.name}")
     ra, rb, rp = ctx.u32(1), ctx.u32(2), ctx.pred(3)
     wd = ctx.dst(0)
-    return lambda m, ex: wd(m, _minmax(np.asarray(ra(m), np.uint32), np.asarray(rb(m), np.uint32), rp(m), signed), ex)
+
+    def run(m, ex):
+        r = _minmax(np.asarray(ra(m), np.uint32), np.asarray(rb(m), np.uint32), rp(m), signed)
+        if relu:
+            r = np.where(np.asarray(r, np.uint32).view(np.int32) < 0, np.uint32(0), r).astype(np.uint32)
+        wd(m, r, ex)
+    return run
 
 
 @semantic("VIADDMNMX", family="int")
@@ -130,48 +145,55 @@ def iabs(ctx: Ctx):
 # ------------------------------------------------------------------------------------------------ IMAD
 @semantic("IMAD", "UIMAD", family="int")
 def imad(ctx: Ctx):
+    # IMAD[.MOV|.SHL|.IADD|.U32][.X] d, a, b, c[, cin]      d = lo32(a * b + c [+ cin])
+    # IMAD.WIDE[.U32][.X] d(64), [p,] a, b, c(64)[, cin]    d = a * b (32 x 32 -> 64) + c [+ cin]
+    # IMAD.HI[.U32][.X] d, [p,] a, b, c(64)[, cin]          d = hi32(a * b + c [+ cin])
+    # Signed unless .U32. The addend of .WIDE and .HI is a 64-bit register pair (c, c+1): mad.hi.u32 d,
+    # a, b, z compiles to IMAD.HI.U32 d, a, b, R(2k) with R(2k) = 0 and R(2k+1) = z, and the Newton step
+    # of the division idiom to IMAD.HI.U32 r, r, e, R(2k) with R(2k) = 0, R(2k+1) = r (r + umulhi(r, e)).
+    # The optional predicate after d receives the carry out of the 64-bit sum (bit 64), as the
+    # multiword products of mul.hi.u64 / mad.lo.cc + madc.hi.cc chain it into IMAD.X / IADD3.X.
     mods = ctx.mods
     signed = "U32" not in mods
-    wd = ctx.dst(0)
-    if "WIDE" in mods:
-        # IMAD.WIDE[.U32] d(64), a, b, c(64): d = a * b (32 x 32 -> 64, signed unless .U32) + c
-        ra, rb, rc = ctx.raw(1), ctx.raw(2), ctx.u64(3)
-        ctx.need(not (ctx.ops[1].neg or ctx.ops[2].neg or ctx.ops[3].neg), "a negated IMAD.WIDE operand")
-        w64 = ctx.dst64(0)
+    x = "X" in mods
+    wide, hi = "WIDE" in mods, "HI" in mods
+    d, preds, i = _split_dsts(ctx, 1)
+    ctx.need(len(ctx.ops) >= i + 3, f"{ctx.ins.name} with fewer than three sources")
+    cin = ctx.pred(i + 3) if x and len(ctx.ops) > i + 3 else None
+    wp = ctx.dst(preds[0]) if preds else None
+    if wide or hi:
+        ctx.need(not (ctx.ops[i].neg or ctx.ops[i + 1].neg or ctx.ops[i + 2].neg or ctx.ops[i + 2].invert),
+                 f"a negated or inverted {ctx.ins.name} operand")
+        cop = ctx.ops[i + 2]
+        pair = cop.kind in ("r", "ur") and (cop.is_zero_reg or cop.index % 2 == 0)
+        # .WIDE also reads a 64-bit constant or a (zero-extended) immediate addend; for .HI only the
+        # register-pair form is known
+        ctx.need(pair or (wide and cop.kind in ("c", "imm")),
+                 f"{ctx.ins.name} with the 64-bit addend {cop.text!r} (an even register pair or RZ is modelled)")
+        ra, rb, rc = ctx.raw(i), ctx.raw(i + 1), ctx.u64(i + 2)
+        w = ctx.dst64(d) if wide else ctx.dst(d)
 
-        def run_wide(m, ex):
+        def run_wide_hi(m, ex):
             a, b = np.asarray(ra(m), np.uint32), np.asarray(rb(m), np.uint32)
             if signed:
-                p = (a.view(np.int32).astype(np.int64) if a.ndim else np.int64(np.int32(a))) * \
-                    (b.view(np.int32).astype(np.int64) if b.ndim else np.int64(np.int32(b)))
-                p = np.asarray(p).view(np.uint64) if np.ndim(p) else np.uint64(np.int64(p) & 0xFFFFFFFFFFFFFFFF)
+                p = np.asarray(_sx(a) * _sx(b), np.int64).view(np.uint64)
             else:
                 p = a.astype(np.uint64) * b.astype(np.uint64)
-            w64(m, (p + np.asarray(rc(m), np.uint64)).astype(np.uint64), ex)
-        return run_wide
-    if "HI" in mods:
-        # IMAD.HI[.U32] d, a, b, c: d = high 32 bits of a * b, plus c
-        ra, rb, rc = ctx.raw(1), ctx.raw(2), ctx.u32(3)
-        x = "X" in mods
-        cin = ctx.pred(4) if x and len(ctx.ops) > 4 else None
-
-        def run_hi(m, ex):
-            a, b = np.asarray(ra(m), np.uint32), np.asarray(rb(m), np.uint32)
-            if signed:
-                p = (a.view(np.int32).astype(np.int64) if a.ndim else np.int64(np.int32(a))) * \
-                    (b.view(np.int32).astype(np.int64) if b.ndim else np.int64(np.int32(b)))
-                hi = (np.asarray(p) >> 32).astype(np.int64).astype(np.uint32)
-            else:
-                hi = ((a.astype(np.uint64) * b.astype(np.uint64)) >> S32).astype(np.uint32)
-            s = hi.astype(np.uint64) + _u64(rc(m))
+            c = np.asarray(rc(m), np.uint64)
+            s = p + c  # mod 2^64; the carry out of the 64-bit sum below
+            carry = s < c
             if cin is not None:
-                s = s + np.asarray(cin(m)).astype(np.uint64)
-            wd(m, _lo(s), ex)
-        return run_hi
-    # IMAD[.MOV|.SHL|.IADD|.U32|.X] d, a, b, c: d = a * b + c (low 32 bits; .X adds a carry-in predicate)
-    ra, rb, rc = ctx.u32(1), ctx.u32(2), ctx.u32(3)
-    x = "X" in mods
-    cin = ctx.pred(4) if x and len(ctx.ops) > 4 else None
+                k = np.asarray(cin(m)).astype(np.uint64)
+                s2 = s + k
+                carry = carry | (s2 < s)
+                s = s2
+            w(m, s if wide else (s >> S32).astype(np.uint32), ex)
+            if wp is not None:
+                wp(m, np.asarray(carry, bool), ex)
+        return run_wide_hi
+    ctx.need(wp is None, f"{ctx.ins.name} with a carry-out predicate")
+    ra, rb, rc = ctx.u32(i), ctx.u32(i + 1), ctx.u32(i + 2)
+    wd = ctx.dst(d)
 
     def run(m, ex):
         p = np.asarray(ra(m), np.uint32).astype(np.uint64) * np.asarray(rb(m), np.uint32).astype(np.uint64)
@@ -292,55 +314,80 @@ def plop3(ctx: Ctx):
 
 @semantic("SHF", "USHF", family="int")
 def shf(ctx: Ctx):
-    # SHF.{L,R}.{U32,S32,U64,S64}[.HI] d, a, s, c: funnel shift of the 64-bit (c:a) by s, clamped to the
-    # type's width (shf.clamp); .HI keeps the high word, otherwise the low word. Right shifts of signed
-    # types are arithmetic.
+    # SHF.{L,R}[.W].{U32,S32,U64,S64}[.HI] d, a, s, c: funnel shift of the 64-bit (c:a) by s; .HI keeps the
+    # high word, otherwise the low word. Right shifts of signed types are arithmetic. Without .W the
+    # amount is clamped to the type's width (shf.clamp, shl/shr: amounts past the width shift everything
+    # out); with .W it wraps modulo the width (shf.wrap: s & 31 for 32-bit types, assumed s & 63 for
+    # 64-bit ones).
     mods = ctx.mods
     left = "L" in mods
     hi = "HI" in mods
     signed = "S32" in mods or "S64" in mods
     width = 64 if ("U64" in mods or "S64" in mods) else 32
-    ctx.need("W" not in mods, "SHF.W (wrapping shift amount)")
+    wrap = "W" in mods
     ra, rs, rc = ctx.u32(1), ctx.u32(2), ctx.u32(3)
     wd = ctx.dst(0)
 
     def run(m, ex):
         a = _u64(ra(m))
         c = np.asarray(rc(m), np.uint32)
-        s = np.minimum(_u64(rs(m)), np.uint64(width))
+        s = _u64(rs(m))
+        s = s & np.uint64(width - 1) if wrap else np.minimum(s, np.uint64(width))
         if left:
             wide = (c.astype(np.uint64) << S32) | a
             r = np.where(s >= 64, np.uint64(0), wide << np.minimum(s, np.uint64(63)))
-            out = (r >> S32) if hi else r
+        elif signed:
+            wide = (_sx(c) << np.int64(32)) | a.astype(np.int64)
+            r = np.asarray(wide >> np.minimum(s, np.uint64(63)).astype(np.int64), np.int64).view(np.uint64)
         else:
-            if signed:
-                wide = ((c.view(np.int32) if c.ndim else np.int32(c)).astype(np.int64) << 32) | a.astype(np.int64)
-                r = (np.asarray(wide, np.int64) >> np.minimum(s, np.uint64(63)).astype(np.int64)).view(np.uint64) \
-                    if np.ndim(wide) else np.uint64(int(wide) >> int(min(s, 63)) & 0xFFFFFFFFFFFFFFFF)
-            else:
-                wide = (c.astype(np.uint64) << S32) | a
-                r = np.where(s >= 64, np.uint64(0), wide >> np.minimum(s, np.uint64(63)))
-            out = (np.asarray(r, np.uint64) >> S32) if hi else r
+            wide = (c.astype(np.uint64) << S32) | a
+            r = np.where(s >= 64, np.uint64(0), wide >> np.minimum(s, np.uint64(63)))
+        out = (np.asarray(r, np.uint64) >> S32) if hi else np.asarray(r, np.uint64)
         wd(m, _lo(out), ex)
     return run
 
 
+#: prmt.b32's special modes (PTX ISA, "prmt"): for each selector value c[1:0], the source byte (of {b, a},
+#: a = bytes 0..3, b = bytes 4..7) that lands in d.b0, d.b1, d.b2, d.b3
+_PRMT_MODES = {
+    "F4E": ((0, 1, 2, 3), (1, 2, 3, 4), (2, 3, 4, 5), (3, 4, 5, 6)),
+    "B4E": ((0, 7, 6, 5), (1, 0, 7, 6), (2, 1, 0, 7), (3, 2, 1, 0)),
+    "RC8": ((0, 0, 0, 0), (1, 1, 1, 1), (2, 2, 2, 2), (3, 3, 3, 3)),
+    "ECL": ((0, 1, 2, 3), (1, 1, 2, 3), (2, 2, 2, 3), (3, 3, 3, 3)),
+    "ECR": ((0, 0, 0, 0), (0, 1, 1, 1), (0, 1, 2, 2), (0, 1, 2, 3)),
+    "RC16": ((0, 1, 0, 1), (2, 3, 2, 3), (0, 1, 0, 1), (2, 3, 2, 3)),
+}
+
+
 @semantic("PRMT", "UPRMT", family="int")
 def prmt(ctx: Ctx):
-    # PRMT d, a, sel, b: byte i of d = byte sel_i & 7 of {b, a} (a bytes 0..3, b bytes 4..7); selector bit
-    # 3 replicates that byte's sign bit (prmt.b32 default mode)
-    ctx.need(not (ctx.mods - {"B32"}), f"PRMT mode {'.'.join(sorted(ctx.mods))}")
+    # PRMT[.mode] d, a, sel, b: byte i of d = a byte of {b, a} (a bytes 0..3, b bytes 4..7). Default mode:
+    # byte sel_i & 7, where selector bit 3 of the nibble replicates that byte's sign bit (prmt.b32). The
+    # modes F4E/B4E/RC8/ECL/ECR/RC16 pick by sel[1:0] from the table above (prmt.b32.<mode>).
+    modes = ctx.mods - {"B32"}
+    ctx.need(len(modes) <= 1 and modes <= set(_PRMT_MODES), f"PRMT mode {'.'.join(sorted(modes))}")
+    mode = next(iter(modes), None)
     ra, rs, rb = ctx.u32(1), ctx.u32(2), ctx.u32(3)
     wd = ctx.dst(0)
+    table = np.array(_PRMT_MODES[mode], np.uint64) if mode else None
+
+    def byte_of(both, idx):
+        return ((both >> (idx * np.uint64(8))) & np.uint64(0xFF)).astype(np.uint32)
 
     def run(m, ex):
         a, b = _u64(ra(m)), _u64(rb(m))
         sel = np.asarray(rs(m), np.uint32)
         both = a | (b << S32)
         out = np.zeros(np.broadcast(a, b, sel).shape, np.uint32)
+        if table is not None:
+            rows = table[(sel & np.uint32(3)).astype(np.int64)]  # (..., 4)
+            for i in range(4):
+                out |= byte_of(both, rows[..., i]) << np.uint32(8 * i)
+            wd(m, out, ex)
+            return
         for i in range(4):
             nib = (sel >> np.uint32(4 * i)) & np.uint32(0xF)
-            byte = ((both >> ((nib & np.uint32(7)).astype(np.uint64) * np.uint64(8))) & np.uint64(0xFF)).astype(np.uint32)
+            byte = byte_of(both, (nib & np.uint32(7)).astype(np.uint64))
             sign = np.where((byte & np.uint32(0x80)) != 0, np.uint32(0xFF), np.uint32(0))
             byte = np.where((nib & np.uint32(8)) != 0, sign, byte)
             out |= byte << np.uint32(8 * i)
@@ -494,4 +541,65 @@ def r2ur(ctx: Ctx):
             first = np.argmax(lanes, axis=2)
             v = np.take_along_axis(m.R[idx], first[..., None], axis=2)[..., 0]
         wd(m, v, ex)
+    return run
+
+
+@semantic("P2R", family="int")
+def p2r(ctx: Ctx):
+    # P2R d, PR, a, mask: d = (a & ~mask) | (PR & mask), where bit i of PR is Pi (ptxas saves predicates
+    # across code that needs them all this way; .B1-.B3 forms place them in another byte)
+    ops = ctx.ops
+    ctx.need(not (ctx.mods & {"B1", "B2", "B3"}) and len(ops) == 4 and ops[1].name == "PR" and ops[3].kind == "imm",
+             f"{ctx.ins.name} form")
+    mask = ops[3].value & 0xFFFFFFFF
+    ctx.need(mask < 0x80, f"{ctx.ins.name} of PT (mask {mask:#x})")
+    ra = ctx.u32(2)
+    wd = ctx.dst(0)
+    bits = [i for i in range(7) if (mask >> i) & 1]
+
+    def run(m, ex):
+        pr = np.zeros(m.st.shape, np.uint32)
+        for i in bits:
+            pr |= m.P[i].astype(np.uint32) << np.uint32(i)
+        wd(m, (np.asarray(ra(m), np.uint32) & np.uint32(~mask & 0xFFFFFFFF)) | pr, ex)
+    return run
+
+
+@semantic("R2P", family="int")
+def r2p(ctx: Ctx):
+    # R2P PR, a, mask: Pi = bit i of a, for each bit i set in mask (the inverse of P2R)
+    ops = ctx.ops
+    ctx.need(not (ctx.mods & {"B1", "B2", "B3"}) and len(ops) == 3 and ops[0].name == "PR" and ops[2].kind == "imm",
+             f"{ctx.ins.name} form")
+    mask = ops[2].value & 0x7F
+    ra = ctx.u32(1)
+    bits = [i for i in range(7) if (mask >> i) & 1]
+
+    def run(m, ex):
+        a = np.broadcast_to(np.asarray(ra(m), np.uint32), m.st.shape)
+        for i in bits:
+            v = ((a >> np.uint32(i)) & np.uint32(1)) != 0
+            if ex is None:
+                m.P[i][...] = v
+            else:
+                np.copyto(m.P[i], v, where=ex)
+    return run
+
+
+@semantic("VABSDIFF", family="int")
+def vabsdiff(ctx: Ctx):
+    # VABSDIFF[.U32] d, a, b, c: |a - b| + c (sad.s32 / sad.u32: the difference of signed, or unsigned,
+    # 32-bit values, the sum wrapping at 32 bits)
+    ctx.need(not (ctx.mods - {"U32"}), f"{ctx.ins.name}")
+    signed = "U32" not in ctx.mods
+    ra, rb, rc = ctx.u32(1), ctx.u32(2), ctx.u32(3)
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        a, b = np.asarray(ra(m), np.uint32), np.asarray(rb(m), np.uint32)
+        if signed:
+            d = np.abs(np.asarray(_s64(a), np.int64) - np.asarray(_s64(b), np.int64))
+        else:
+            d = np.abs(a.astype(np.int64) - b.astype(np.int64))
+        wd(m, ((d + _u64(rc(m)).astype(np.int64)) & 0xFFFFFFFF).astype(np.uint32), ex)
     return run

@@ -32,12 +32,15 @@ def _width(ctx: Ctx) -> tuple[int, bool]:
 
 
 def _address(ctx: Ctx, i: int, wide: bool):
-    """Reader of a memory operand's address per lane: register (pair) + uniform (pair) + offset."""
+    """Reader of a memory operand's address per lane: register (pair) + uniform (pair) + offset. An .E
+    (64-bit) global access uses a register pair even where nvdisasm prints it without .64 (ATOMG.E.CAS)."""
     op = ctx.ops[i]
     ctx.need(op.kind == "mem", f"a memory operand, got {op.text!r}")
     sfx = set(op.suffix) - {"U32"}
     ctx.need(not sfx, f"address modifier .{'.'.join(sorted(sfx))} in {op.text}")
     reg, reg64, ureg, ureg64, off = op.reg, op.reg64, op.ureg, op.ureg64, op.value
+    if wide and "E" in ctx.mods and reg != RZ and not reg64 and "U32" not in op.suffix:
+        reg64 = True
     dt = np.uint64 if wide else np.int64
 
     def addr(m):
@@ -422,9 +425,14 @@ def _atomic_factory(ctx: Ctx, space: str):
     words = 2 if typ in ("64", "S64") else 1
     i = 0
     wd = None
-    if not red:
-        wd = _write_loaded(ctx, 0, words)
+    ops = ctx.ops
+    if ops and ops[0].kind == "p":
+        # ATOMG.E.op PT, d, [a], v: a predicate destination before the register one; only PT seen
+        ctx.need(ops[0].index == 7 and not ops[0].invert, f"{ctx.ins.text} (a predicate result)")
         i = 1
+    if not red:
+        wd = _write_loaded(ctx, i, words)
+        i += 1
     wide = space == "global"
     if space == "generic-shared":
         from flashsim.sass.launch import SHARED_WINDOW

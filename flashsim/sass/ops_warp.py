@@ -40,12 +40,16 @@ def shfl(ctx: Ctx):
 
 @semantic("VOTE", "VOTEU", family="warp")
 def vote(ctx: Ctx):
-    # VOTE.{ANY,ALL,EQ} d, p, q: d = ballot(q) over the executing lanes; p = any / all / all-equal of q
+    # VOTE.{ANY,ALL,EQ} [d,] p, q: d = ballot(q) over the executing lanes; p = any / all / all-equal of q
+    # (VOTE.ALL p, q has no register destination: __all_sync / __any_sync)
     kind = next((k for k in ("ANY", "ALL", "EQ") if k in ctx.mods), None)
     ctx.need(kind is not None, f"{ctx.ins.name}")
     uniform = ctx.ins.opcode == "VOTEU"
-    wd, wp = ctx.dst(0), ctx.dst(1)
-    q = ctx.ops[2]
+    ops = ctx.ops
+    ctx.need(len(ops) in (2, 3), f"{ctx.ins.text}")
+    wd = ctx.dst(0) if len(ops) == 3 else None
+    wp = ctx.dst(len(ops) - 2)
+    q = ops[-1]
     # the voted predicate is a lane predicate even in VOTEU (which writes uniform registers)
     if q.kind == "p":
         qi, qinv = q.index, q.invert
@@ -53,7 +57,7 @@ def vote(ctx: Ctx):
             ((lambda m: ~m.P[qi]) if qinv else (lambda m: m.P[qi]))
     else:
         ctx.need(q.kind == "up", f"vote operand {q.text}")
-        rq = lambda m: np.broadcast_to(m.UP[q.index][..., None] != q.invert, m.st.shape)
+        rq = lambda m: np.broadcast_to(m.UP[q.index][..., None] != q.invert, m.st.shape)  # noqa: E731
 
     def run(m, ex):
         lanes = (m.st == 0) if ex is None else (np.asarray(ex)[..., None] & (m.st == 0) if uniform else ex)
@@ -64,13 +68,15 @@ def vote(ctx: Ctx):
         elif kind == "ALL":
             pv = (v == lanes).all(axis=2)
         else:
-            pv = (v == lanes).all(axis=2) | (~v & lanes).sum(axis=2) == lanes.sum(axis=2)
+            pv = (v == lanes).all(axis=2) | ((~v & lanes).sum(axis=2) == lanes.sum(axis=2))
         wex = lanes.any(axis=2) if uniform else lanes
         if uniform:
-            wd(m, ballot, wex)
+            if wd is not None:
+                wd(m, ballot, wex)
             wp(m, pv, wex)
         else:
-            wd(m, np.broadcast_to(ballot[..., None], lanes.shape), wex)
+            if wd is not None:
+                wd(m, np.broadcast_to(ballot[..., None], lanes.shape), wex)
             wp(m, np.broadcast_to(pv[..., None], lanes.shape), wex)
     return run
 

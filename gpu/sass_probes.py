@@ -900,10 +900,14 @@ def _r_f2i32(c):
 
 
 def _r_f2i64(c):
+    # NaN: the PTX ISA says 0, the H100 gives 0x8000000000000000 in all eight 64-bit forms (this probe's
+    # first GPU run, 2026-11-24); the reference follows the hardware
     x = np.asarray(c.inputs[0], np.uint32)
+    nan = (x & 0x7FFFFFFF) > 0x7F800000
     cols = [np.array([_f32_to_int(int(b), m, -(1 << 63), (1 << 63) - 1, True) & M64 for b in x], np.uint64)
             for m in _MODES]
     cols += [np.array([_f32_to_int(int(b), m, 0, M64, True) for b in x], np.uint64) for m in _MODES]
+    cols = [np.where(nan, np.uint64(1 << 63), col) for col in cols]
     return [_cols(*cols, dtype=np.uint64)]
 
 

@@ -226,7 +226,7 @@ def _f32_value(bits: np.ndarray, ftz: bool) -> np.ndarray:
 @semantic("F2I", family="cvt")
 def f2i(ctx: Ctx):
     # F2I[.FTZ][.U32|.S64|.U64][.TRUNC|.FLOOR|.CEIL][.NTZ] d, a: cvt.rni/rzi/rmi/rpi.{s,u}{32,64}.f32 --
-    # round to an integer, saturate to the type's range, NaN gives 0
+    # round to an integer, saturate to the type's range; NaN gives 0 (32-bit) or 0x8000000000000000 (64-bit)
     mods = ctx.mods
     ftz = "FTZ" in mods
     rnd = "rz" if "TRUNC" in mods else "rm" if "FLOOR" in mods else "rp" if "CEIL" in mods else "rn"
@@ -253,6 +253,10 @@ def f2i(ctx: Ctx):
             out = np.where(x >= 2.0**63, np.uint64(0x7FFFFFFFFFFFFFFF), r.astype(np.int64).view(np.uint64))
         else:
             out = np.where(x >= 2.0**64, np.uint64(0xFFFFFFFFFFFFFFFF), r.astype(np.uint64))
+        if wide:
+            # measured on the H100 (probe_f2i64, 2026-11-24): a NaN converts to 0x8000000000000000 in all
+            # eight 64-bit forms, signed and unsigned alike (the 32-bit forms give 0, as the PTX ISA says)
+            out = np.where(nan, np.uint64(0x8000000000000000), out)
         wd(m, out, ex)
     return run
 

@@ -43,7 +43,7 @@ PY
                      --workers ${SASS_WORKERS:-14} > "$R/sass_validate.log" 2>&1 ;;
     sass_probes) timeout 300 python -m gpu.sass_probes --out "$R/sass_probes" > "$R/sass_probes.log" 2>&1 ;;
     sass_attn) timeout 300 python -m gpu.attn_extra --out "$R/sass_attn" > "$R/sass_attn.log" 2>&1 ;;
-    sass_pytest) timeout 400 python -m pytest --gpu -q -p no:cacheprovider -rs -x -n ${SASS_PYTEST_WORKERS:-8} \
+    sass_pytest) timeout 400 python -m pytest --gpu -q -p no:cacheprovider -rs -n ${SASS_PYTEST_WORKERS:-8} \
                    ${SASS_PYTEST_FILES:-tests/test_cuda_interp.py tests/test_sass_*.py} > "$R/sass_pytest.log" 2>&1 ;;
     pytest) timeout 240 python -m pytest --gpu -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} tests > "$R/pytest.log" 2>&1 ;;
   esac

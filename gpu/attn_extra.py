@@ -420,8 +420,10 @@ def main(argv=None) -> int:
     ap.add_argument("--install", action="store_true", help="copy the report and golden data to traces/sass/")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
+    from flashsim.sass.toolchain import versions
+
     report = {"command": "python -m gpu.attn_extra " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "provenance": provenance(0), "summary": {}, "results": {}}
+              "provenance": {**provenance(0), "toolchain": versions()}, "summary": {}, "results": {}}
     golden: dict = {}
     ok = True
     ctx = multiprocessing.get_context("spawn")

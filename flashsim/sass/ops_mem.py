@@ -111,10 +111,7 @@ def ldg(ctx: Ctx):
         a, idx = _global_check(m, ctx, lanes, ad, width)
         got = m.mem.gather(a, idx, width)
         if signed and width < 4:
-            bits = 8 * width
-            v = got[:, 0].astype(np.int64)
-            v = np.where(v >= (1 << (bits - 1)), v - (1 << bits), v)
-            got[:, 0] = v.astype(np.uint32)
+            got[:, 0] = _sign_extend(got[:, 0], width)
         out = np.zeros(lanes.shape + (words,), np.uint32)
         out[lanes] = got
         wd(m, out, lanes)
@@ -224,52 +221,59 @@ def _local_check(m, ctx, lanes, addr, width):
                     f"the thread's local memory (stack) has {m.local_size} bytes")
 
 
+def _sign_extend(v: np.ndarray, width: int) -> np.ndarray:
+    """8/16-bit loaded values (in uint32) sign-extended to 32 bits."""
+    bits = 8 * width
+    v = np.asarray(v).astype(np.int64)
+    return np.where(v >= (1 << (bits - 1)), v - (1 << bits), v).astype(np.uint32)
+
+
+def local_load(m, ctx, lanes, off, width: int, signed: bool) -> np.ndarray:
+    """Each lane of ``lanes`` reads ``width`` bytes of its own local memory at ``off``: (A, W, 32, words)."""
+    _local_check(m, ctx, lanes, off, width)
+    words = max(1, width // 4)
+    a, w, l = np.nonzero(lanes)
+    o = off[a, w, l]
+    out = np.zeros(lanes.shape + (words,), np.uint32)
+    raw = m.local[a[:, None], w[:, None], l[:, None], o[:, None] + np.arange(width)]  # (n, width) bytes
+    if width >= 4:
+        out[a, w, l] = np.ascontiguousarray(raw).view(np.uint32)
+    else:
+        v = raw.astype(np.uint32) @ (np.uint32(1) << (8 * np.arange(width, dtype=np.uint32)))
+        out[a, w, l, 0] = _sign_extend(v, width) if signed else v
+    return out
+
+
+def local_store(m, ctx, lanes, off, data, width: int) -> None:
+    """Each lane of ``lanes`` writes the low ``width`` bytes of its ``data`` (A, W, 32, words) at ``off``."""
+    _local_check(m, ctx, lanes, off, width)
+    a, w, l = np.nonzero(lanes)
+    o = off[a, w, l]
+    raw = np.ascontiguousarray(data[a, w, l]).view(np.uint8).reshape(len(a), -1)[:, :width]
+    m.local[a[:, None], w[:, None], l[:, None], o[:, None] + np.arange(width)] = raw
+
+
 @semantic("LDL", family="mem")
 def ldl(ctx: Ctx):
     width, signed = _width(ctx)
-    words = max(1, width // 4)
     addr = _address(ctx, 1, False)
-    wd = _write_loaded(ctx, 0, words)
+    wd = _write_loaded(ctx, 0, max(1, width // 4))
 
     def run(m, ex):
         lanes = _lanes(m, ex)
-        ad = addr(m)
-        _local_check(m, ctx, lanes, ad, width)
-        a, w, l = np.nonzero(lanes)
-        off = ad[a, w, l]
-        out = np.zeros(lanes.shape + (words,), np.uint32)
-        if width >= 4:
-            out[a, w, l] = m.local.view(np.uint32)[a[:, None], w[:, None], l[:, None], (off >> 2)[:, None] + np.arange(words)]
-        else:
-            raw = m.local[a[:, None], w[:, None], l[:, None], off[:, None] + np.arange(width)].astype(np.uint32)
-            v = raw[:, 0] | (raw[:, 1] << np.uint32(8) if width == 2 else np.uint32(0))
-            if signed:
-                bits = 8 * width
-                v = np.where(v >= (1 << (bits - 1)), v.astype(np.int64) - (1 << bits), v).astype(np.int64).astype(np.uint32)
-            out[a, w, l, 0] = v
-        wd(m, out, lanes)
+        wd(m, local_load(m, ctx, lanes, addr(m), width, signed), lanes)
     return run
 
 
 @semantic("STL", family="mem")
 def stl(ctx: Ctx):
     width, _ = _width(ctx)
-    words = max(1, width // 4)
     addr = _address(ctx, 0, False)
-    rd = _regs_of(ctx, 1, words)
+    rd = _regs_of(ctx, 1, max(1, width // 4))
 
     def run(m, ex):
         lanes = _lanes(m, ex)
-        ad = addr(m)
-        _local_check(m, ctx, lanes, ad, width)
-        a, w, l = np.nonzero(lanes)
-        off = ad[a, w, l]
-        data = rd(m)[a, w, l]
-        if width >= 4:
-            m.local.view(np.uint32)[a[:, None], w[:, None], l[:, None], (off >> 2)[:, None] + np.arange(words)] = data
-        else:
-            for k in range(width):
-                m.local[a, w, l, off + k] = ((data[:, 0] >> np.uint32(8 * k)) & np.uint32(0xFF)).astype(np.uint8)
+        local_store(m, ctx, lanes, addr(m), rd(m), width)
     return run
 
 
@@ -558,20 +562,13 @@ def ld_generic(ctx: Ctx):
             a, idx = _global_check(m, ctx, gl, ad, width)
             got = m.mem.gather(a, idx, width)
             out[gl] = got
-        if sh.any():
-            regs, _ = ld_shared(m.smem, off_sh, bits=8 * width, active=sh, signed=signed, tag=tag)
+        if sh.any():  # every space loads zero-extended; sign extension follows, once, for all
+            regs, _ = ld_shared(m.smem, off_sh, bits=8 * width, active=sh, signed=False, tag=tag)
             out[sh] = regs[sh]
         if lo.any():
-            _local_check(m, ctx, lo, off_lo, width)
-            a_, w_, l_ = np.nonzero(lo)
-            off = off_lo[a_, w_, l_]
-            buf = m.local[a_[:, None], w_[:, None], l_[:, None], off[:, None] + np.arange(max(width, 4))]
-            out[a_, w_, l_] = buf.view(np.uint32).reshape(len(a_), -1)[:, :words] if width >= 4 else \
-                buf[:, :width].astype(np.uint32) @ (np.uint32(1) << (8 * np.arange(width, dtype=np.uint32)))[:, None]
+            out[lo] = local_load(m, ctx, lo, off_lo, width, False)[lo]
         if signed and width < 4:
-            bits = 8 * width
-            v = out[..., 0].astype(np.int64)
-            out[..., 0] = np.where(v >= (1 << (bits - 1)), v - (1 << bits), v).astype(np.uint32)
+            out[..., 0] = _sign_extend(out[..., 0], width)
         wd(m, out, lanes)
     return run
 
@@ -597,9 +594,5 @@ def st_generic(ctx: Ctx):
         if sh.any():
             st_shared(m.smem, off_sh, data, bits=8 * width, active=sh, tag=tag)
         if lo.any():
-            _local_check(m, ctx, lo, off_lo, width)
-            a_, w_, l_ = np.nonzero(lo)
-            off = off_lo[a_, w_, l_]
-            raw = np.ascontiguousarray(data[a_, w_, l_]).view(np.uint8).reshape(len(a_), -1)[:, :width]
-            m.local[a_[:, None], w_[:, None], l_[:, None], off[:, None] + np.arange(width)] = raw
+            local_store(m, ctx, lo, off_lo, data, width)
     return run

@@ -402,3 +402,31 @@ def test_frnd_vabsdiff_and_clamps():
         want_c = np.clip(np.nan_to_num((xf * np.float32(100)).astype(np.float64), nan=0.0, posinf=2**31 - 1,
                                        neginf=-2**31), -2**31, 2**31 - 1).astype(np.int64)
     np.testing.assert_array_equal(cy.get(), np.clip(np.trunc(want_c), 0, 255).astype(np.uint8))
+
+
+GENERIC_S8 = r"""
+__device__ __noinline__ int load_s8(const signed char* p, int i) { return p[i]; }
+extern "C" __global__ void generic_s8(const signed char* g, int* out) {
+    __shared__ signed char s[64];
+    signed char loc[4];
+    int t = threadIdx.x;
+    s[t] = (signed char)(t * 37);
+    for (int j = 0; j < 4; j++) loc[j] = (signed char)(t * j * 50);
+    __syncthreads();
+    const signed char* p = (t % 3 == 0) ? g : (t % 3 == 1) ? s : loc;   // global, shared, local by lane
+    out[t] = load_s8(p, (t % 3 == 2) ? (t & 3) : t);
+}
+"""
+
+
+def test_generic_signed_byte_loads_from_every_space():
+    mod = fc.RawModule(code=GENERIC_S8)
+    sass = {i["opcode"] for f in toolchain.disassemble(mod.cubin)[1] for i in f["sass-instructions"]}
+    assert "LD.E.S8" in sass
+    g = (np.arange(64) * 29 - 900).astype(np.int8)
+    out = fc.zeros((64,), np.int32)
+    mod.get_function("generic_s8")((1,), (64,), (fc.asarray(g), out))
+    t = np.arange(64)
+    want = np.where(t % 3 == 0, g[t].astype(np.int32),
+                    np.where(t % 3 == 1, (t * 37).astype(np.int8), (t * (t & 3) * 50).astype(np.int8)))
+    np.testing.assert_array_equal(out.get(), want)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import flashsim.cuda as fc
-from tests.test_cuda_interp import BASIC, GENERIC, IDIOMS, ROUNDING, SPIN_WAIT, rounding_inputs
+from tests.test_cuda_interp import BASIC, GENERIC, GENERIC_S8, IDIOMS, ROUNDING, SPIN_WAIT, rounding_inputs
 
 gpu = pytest.mark.gpu
 
@@ -52,6 +52,8 @@ def test_divergence_exit_generic_and_reductions_on_gpu():
     _assert_same(*_both(BASIC, "early_exit", (1,), (64,), lambda: [np.zeros(64, np.int32)]))
     _assert_same(*_both(GENERIC, "gen", (1,), (64,), lambda: [np.zeros(64, np.float32), np.zeros(64, np.int32)]))
     _assert_same(*_both(SPIN_WAIT, "producer_consumer", (1,), (64,), lambda: [np.zeros(64, np.int32)]))
+    g = (np.arange(64) * 29 - 900).astype(np.int8)
+    _assert_same(*_both(GENERIC_S8, "generic_s8", (1,), (64,), lambda: [g.copy(), np.zeros(64, np.int32)]))
 
 
 @gpu

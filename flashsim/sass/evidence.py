@@ -102,7 +102,7 @@ def rows() -> list[tuple[str, str, str]]:
         seen = sorted((f, r) for f, r in ev.get("forms", {}).items()
                       if f.split(".")[0] == op and (r["problems"] or r["probe_cases"]))
         if not seen:
-            out.append((op, fam, "modelled; not yet compared on a GPU"))
+            out.append((op, fam, "modelled; no recorded H100 comparison executed it yet"))
             continue
         parts = []
         for form, r in seen:

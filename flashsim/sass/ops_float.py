@@ -20,9 +20,10 @@ _MAN = np.uint32(0x007FFFFF)
 
 
 def _bc(*xs):
+    """Operands as uint32 arrays of one common shape (copies only those that must be broadcast)."""
     arrs = [np.asarray(x, np.uint32) for x in xs]
     shape = np.broadcast_shapes(*(a.shape for a in arrs))
-    return [np.ascontiguousarray(np.broadcast_to(a, shape)) for a in arrs]
+    return [a if a.shape == shape else np.ascontiguousarray(np.broadcast_to(a, shape)) for a in arrs]
 
 
 def _rnd(ctx: Ctx) -> str:

@@ -7,7 +7,6 @@ import numpy as np
 
 from flashsim.sass.program import Ctx, semantic
 from flashsim.warp import movmatrix
-from flashsim.warp.mma import mma as warp_mma
 from flashsim.warp.shfl import shfl_sync
 
 
@@ -81,38 +80,81 @@ def vote(ctx: Ctx):
     return run
 
 
-_HMMA_SHAPE = {"16816": ("m16n8k16", 4, 2), "1688": ("m16n8k8", 2, 1)}
+_HMMA_SHAPE = {"16816": ("m16n8k16", 16, 4, 2), "1688": ("m16n8k8", 8, 2, 1)}
+
+
+def _register_major(frag):
+    """Flat index maps between a fragment's tile (row-major) and its registers laid out as the machine
+    keeps them, register-major: (reg, lane, half) (the register file is (regs, ctas, warps, 32))."""
+    v = frag.owner_value
+    gather = ((v // frag.elems) * LANE_ELEMS[frag.elems] + frag.owner_lane * frag.elems + v % frag.elems).reshape(-1)
+    scatter = (frag.row * frag.cols + frag.col).transpose(1, 0, 2).reshape(-1)
+    return gather, scatter
+
+
+LANE_ELEMS = {1: 32, 2: 64}
 
 
 @semantic("HMMA", family="mma")
 def hmma(ctx: Ctx):
-    # HMMA.{16816,1688}.{F32,F16}[.BF16] d, a, b, c: mma.sync.aligned.m16n8k{16,8}.row.col (numerics.mma)
+    # HMMA.{16816,1688}.{F32,F16}[.BF16] d, a, b, c: mma.sync.aligned.m16n8k{16,8}.row.col (numerics.mma),
+    # fragments gathered straight from the register file through the PTX fragment tables (warp.fragments)
+    from flashsim.numerics.mma import mma as mma_tiles
+    from flashsim.warp.fragments import FRAGMENTS
+
     mods = ctx.ins.mods
     ctx.need(mods and mods[0] in _HMMA_SHAPE, f"{ctx.ins.name}")
-    shape, na, nb = _HMMA_SHAPE[mods[0]]
+    shape, k, na, nb = _HMMA_SHAPE[mods[0]]
     rest = set(mods[1:])
     ctx.need(rest <= {"F32", "F16", "BF16"} and ("F32" in rest or "F16" in rest), f"{ctx.ins.name}")
     atype = "bf16" if "BF16" in rest else "f16"
     ctype = "f32" if "F32" in rest else "f16"
     ctx.need(not (atype == "bf16" and ctype == "f16"), f"{ctx.ins.name}")
     nc = 4 if ctype == "f32" else 2
-    ra, rb, rc = ctx.src_n(1, na), ctx.src_n(2, nb), ctx.src_n(3, nc)
-    wd = ctx.dst_n(0, nc)
+    key = f"mma.{shape}"
+    fa, fb, fc_ = FRAGMENTS[(key, "A")], FRAGMENTS[(key, "B")], FRAGMENTS[(key, f"C.{ctype}")]
+    (ga, _), (gb, _), (gc, sc) = _register_major(fa), _register_major(fb), _register_major(fc_)
+    ops = ctx.ops
+    for i, n in ((1, na), (2, nb), (3, nc)):
+        ctx.need(ops[i].kind == "r", f"{ctx.ins.text}")
+    bases = [ops[1].index, ops[2].index, ops[3].index]
+    d0 = ops[0].index
+    cdt = np.uint32 if ctype == "f32" else np.uint16
+
+    def tiles(m, base, n, gather, dt, rows, cols, sel):
+        if base == 255:  # RZ: zeros
+            return np.zeros((len(sel[0]) if sel is not None else m.A * m.W, rows, cols), dt)
+        regs = m.R[base:base + n]
+        if sel is not None:
+            regs = regs[:, sel[0], sel[1]][:, :, None]
+        flat = regs.view(dt).reshape(n, -1, 32 * (4 // np.dtype(dt).itemsize))  # (n, warps, lane elements)
+        t = flat.transpose(1, 0, 2).reshape(flat.shape[1], -1)[:, gather]
+        return t.reshape(-1, rows, cols)
 
     def run(m, ex):
         lanes = _lanes(m, ex)
         warps = lanes.any(axis=2)
         if not warps.any():
             return
-        a, b, c = ra(m), rb(m), rc(m)
-        if warps.all():
-            d, _ = warp_mma(a, b, c, shape=shape, atype=atype, ctype=ctype)
-        else:  # only the warps that execute it
-            sel = np.nonzero(warps)
-            d = np.zeros(c.shape, np.uint32)
-            dd, _ = warp_mma(a[sel][None], b[sel][None], c[sel][None], shape=shape, atype=atype, ctype=ctype)
-            d[sel] = dd[0]
-        wd(m, d, lanes)
+        sel = None if warps.all() else np.nonzero(warps)
+        a = tiles(m, bases[0], na, ga, np.uint16, 16, k, sel)
+        b = tiles(m, bases[1], nb, gb, np.uint16, k, 8, sel)
+        c = tiles(m, bases[2], nc, gc, cdt, 16, 8, sel)
+        d = mma_tiles(a, b, c, k=k, atype=atype, ctype=ctype)
+        regs = np.ascontiguousarray(d.reshape(d.shape[0], -1)[:, sc]).view(np.uint32).reshape(d.shape[0], nc, 32)
+        regs = regs.transpose(1, 0, 2)
+        if d0 == 255:
+            return
+        if sel is None:
+            target = m.R[d0:d0 + nc].reshape(nc, -1, 32)
+            if ex is None:
+                target[...] = regs
+            else:
+                np.copyto(target, regs, where=lanes.reshape(1, -1, 32))
+        else:
+            for j in range(nc):
+                cur = m.R[d0 + j][sel]
+                m.R[d0 + j][sel] = np.where(lanes[sel], regs[j], cur)
     return run
 
 

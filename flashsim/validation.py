@@ -66,7 +66,9 @@ def modelled() -> list[Modelled]:
     sfu_sass = {"ex2.approx.ftz.f32": "MUFU.EX2", "ex2.approx.f32": "FSETP+FMUL+MUFU.EX2+FMUL",
                 "lg2.approx.ftz.f32": "MUFU.LG2", "lg2.approx.f32": "FSETP+FMUL+MUFU.LG2+FADD",
                 "rcp.approx.ftz.f32": "MUFU.RCP", "rcp.approx.f32": "FSETP+FSEL+FMUL+MUFU.RCP+FMUL",
-                "tanh.approx.f32": "MUFU.TANH", "rcp.rn.f32": "MUFU.RCP+FFMA (IEEE)"}
+                "tanh.approx.f32": "MUFU.TANH", "rcp.rn.f32": "MUFU.RCP+FFMA (IEEE)",
+                "rsqrt.approx.ftz.f32": "MUFU.RSQ", "rsqrt.approx.f32": "FSETP+FMUL+MUFU.RSQ+FMUL",
+                "sqrt.approx.ftz.f32": "MUFU.SQRT", "sqrt.approx.f32": "FSETP+FMUL+MUFU.SQRT+FMUL"}
     for ptx, _ in sfu.SWEPT.values():
         out.append(Modelled(ptx, "sm_90", sfu_sass[ptx]))
     out.append(Modelled("ex2.approx.f16x2", "sm_90", "MUFU.EX2.F16 x2"))

@@ -76,7 +76,9 @@ def record_tables(log) -> dict:
 
     t = {"ex2_pos": binade("ex2_approx_ftz_f32", 0), "ex2_neg": binade("ex2_approx_ftz_f32", 0, 1),
          "rcp": binade("rcp_approx_ftz_f32", 0), "lg2_b0": binade("lg2_approx_ftz_f32", 0),
-         "lg2_bm1": binade("lg2_approx_ftz_f32", -1)}
+         "lg2_bm1": binade("lg2_approx_ftz_f32", -1),
+         "rsq_e0": binade("rsqrt_approx_ftz_f32", 0), "rsq_e1": binade("rsqrt_approx_ftz_f32", 1),
+         "sqrt_e0": binade("sqrt_approx_ftz_f32", 0), "sqrt_e1": binade("sqrt_approx_ftz_f32", 1)}
     bits = []
     for e in TANH_BINADES:
         o = binade("tanh_approx_f32", e)

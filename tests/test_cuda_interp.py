@@ -430,3 +430,33 @@ def test_generic_signed_byte_loads_from_every_space():
     want = np.where(t % 3 == 0, g[t].astype(np.int32),
                     np.where(t % 3 == 1, (t * 37).astype(np.int8), (t * (t & 3) * 50).astype(np.int8)))
     np.testing.assert_array_equal(out.get(), want)
+
+
+ROOTS = r"""
+extern "C" __global__ void roots(const float* x, float* y) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x;
+    y[3 * t] = rsqrtf(x[t]); y[3 * t + 1] = sqrtf(x[t]); y[3 * t + 2] = __fsqrt_rn(x[t] * 3.f);
+}
+"""
+
+
+def roots_inputs(seed: int) -> np.ndarray:
+    x = np.random.default_rng(seed).integers(0, 2**32, 4096, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    x[:8] = [0, -0.0, 1e-40, np.inf, -1, 4, 2, np.nan]
+    return x
+
+
+def test_square_roots_run_on_mufu_rsq():
+    from flashsim.numerics import sfu
+
+    mod = fc.RawModule(code=ROOTS)
+    x = roots_inputs(0)
+    y = fc.zeros((3 * 4096,), np.float32)
+    mod.get_function("roots")((32,), (128,), (fc.asarray(x), y))
+    g = y.get().reshape(-1, 3)
+    np.testing.assert_array_equal(g[:, 0].view(np.uint32), sfu.rsqrt_approx_f32(x.view(np.uint32), ftz=True))
+    xf = np.where(np.abs(x) < 2.0**-126, np.copysign(np.float32(0), x), x).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        want = np.sqrt(xf)  # sqrtf is IEEE (round to nearest) under -ftz=true: MUFU.RSQ, FFMA, slow path
+    same = (g[:, 1].view(np.uint32) == want.view(np.uint32)) | (np.isnan(g[:, 1]) & np.isnan(want))
+    assert same.all()

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import flashsim.cuda as fc
-from tests.test_cuda_interp import BASIC, GENERIC, GENERIC_S8, IDIOMS, ROUNDING, SPIN_WAIT, rounding_inputs
+from tests.test_cuda_interp import (BASIC, GENERIC, GENERIC_S8, IDIOMS, ROOTS, ROUNDING, SPIN_WAIT, roots_inputs,
+                                    rounding_inputs)
 
 gpu = pytest.mark.gpu
 
@@ -69,6 +70,13 @@ def test_rounding_and_clamps_on_gpu(seed):
     x = rounding_inputs(seed)
     _assert_same(*_both(ROUNDING, "rounding", (1,), (64,), lambda: [x.copy(), np.zeros(320, np.float32),
                                                                     np.zeros(64, np.int32), np.zeros(64, np.uint8)]))
+
+
+@gpu
+@pytest.mark.parametrize("seed", range(2))
+def test_square_roots_on_gpu(seed):
+    x = roots_inputs(seed)
+    _assert_same(*_both(ROOTS, "roots", (32,), (128,), lambda: [x.copy(), np.zeros(3 * 4096, np.float32)]))
 
 
 @gpu

@@ -16,6 +16,9 @@ structural laws that carry one binade to every input, each law checked on all 2^
   operations it does not flush them); +-1 from 8 on; in between, the output depends only on
   the top p(e) bits of the significand in binade e (p = 17..21): a table of block outputs.
 - MUFU.EX2.F16 / .BF16 (ex2.approx.f16x2, ex2.approx.ftz.bf16x2): tables of all 65,536 inputs.
+- MUFU.RSQ / MUFU.SQRT: rsq(2^(2k+j) * 1.m) = 2^-k * Q_j[m] and sqrt(2^(2k+j) * 1.m) = 2^k * S_j[m]
+  exactly, j = 0 or 1 (Q_j, S_j: the outputs on [1, 2) and [2, 4)); zero and subnormal inputs read as
+  zeros of their sign (rsq: +-Inf, sqrt: +-0), negative inputs and -Inf give NaN, +Inf gives +0 / +Inf.
 
 The non-ftz PTX forms are short SASS sequences around MUFU (read with cuobjdump -sass, CUDA 13.0,
 sm_90) and are modelled instruction by instruction with the exact FMUL/FADD of ``fp32``.
@@ -121,6 +124,42 @@ def mufu_rcp(x) -> np.ndarray:
     out = _pack(r, sign)
     out = np.where(ef == 0, _INF | sign, out)                          # 0 and subnormals (flushed) -> +-Inf
     out = np.where(ef == 0xFF, np.where((x & _MANT) == 0, sign, _NAN), out)  # Inf -> +-0, NaN -> NaN
+    return out.astype(np.uint32)
+
+
+def _root(x, table_even: str, table_odd: str, direction: float):
+    """The shared law of MUFU.RSQ (direction -1) and MUFU.SQRT (+1): the binade parity picks a table, the
+    exponent halves exactly."""
+    x = as_bits(x, F32, "x")
+    t = tables()
+    ef = ((x >> 23) & 0xFF).astype(np.int64)
+    e = ef - 127
+    odd = (e & 1).astype(bool)
+    k = (e - odd) // 2
+    m = x & _MANT
+    base = np.where(odd, _f64(t[table_odd][m]), _f64(t[table_even][m]))
+    return x, ef, base * np.exp2(direction * k.astype(np.float64))
+
+
+def mufu_rsq(x) -> np.ndarray:
+    """MUFU.RSQ (= rsqrt.approx.ftz.f32)."""
+    x, ef, r = _root(x, "rsq_e0", "rsq_e1", -1.0)
+    neg = (x & _SIGN) != 0
+    out = _pack(r)
+    out = np.where(ef == 0, _INF | (x & _SIGN), out)  # +-0 and (flushed) subnormals -> +-Inf
+    out = np.where(neg & (ef != 0), _NAN, out)  # negative numbers, -Inf
+    out = np.where(ef == 0xFF, np.where((x & _MANT) != 0, _NAN, np.where(neg, _NAN, np.uint32(0))), out)
+    return out.astype(np.uint32)
+
+
+def mufu_sqrt(x) -> np.ndarray:
+    """MUFU.SQRT (= sqrt.approx.ftz.f32)."""
+    x, ef, r = _root(x, "sqrt_e0", "sqrt_e1", 1.0)
+    neg = (x & _SIGN) != 0
+    out = _pack(r)
+    out = np.where(ef == 0, x & _SIGN, out)  # +-0 and (flushed) subnormals -> +-0
+    out = np.where(neg & (ef != 0), _NAN, out)
+    out = np.where(ef == 0xFF, np.where((x & _MANT) != 0, _NAN, np.where(neg, _NAN, _INF)), out)
     return out.astype(np.uint32)
 
 
@@ -312,6 +351,28 @@ def rcp_approx_f32(x, *, ftz: bool = False) -> np.ndarray:
     return fp32.mul(s, mufu_rcp(fp32.mul(x, s)))
 
 
+def rsqrt_approx_f32(x, *, ftz: bool = False) -> np.ndarray:
+    """``rsqrt.approx{.ftz}.f32``. Non-ftz SASS: FSETP.GEU P0, |x|, 2^-126; @!P0 FMUL x, x, 2^24;
+    MUFU.RSQ; @!P0 FMUL r, r, 4096."""
+    x = as_bits(x, F32, "x")
+    if ftz:
+        return mufu_rsq(x)
+    small = ~(np.abs(_f64(x)) >= 2.0**-126)
+    r = mufu_rsq(np.where(small, fp32.mul(x, _full(x, 16777216.0)), x))
+    return np.where(small, fp32.mul(r, _full(x, 4096.0)), r).astype(np.uint32)
+
+
+def sqrt_approx_f32(x, *, ftz: bool = False) -> np.ndarray:
+    """``sqrt.approx{.ftz}.f32``. Non-ftz SASS: FSETP.GEU P0, |x|, 2^-126; @!P0 FMUL x, x, 2^24;
+    MUFU.SQRT; @!P0 FMUL r, r, 2^-12."""
+    x = as_bits(x, F32, "x")
+    if ftz:
+        return mufu_sqrt(x)
+    small = ~(np.abs(_f64(x)) >= 2.0**-126)
+    r = mufu_sqrt(np.where(small, fp32.mul(x, _full(x, 16777216.0)), x))
+    return np.where(small, fp32.mul(r, _full(x, 2.0**-12)), r).astype(np.uint32)
+
+
 def tanh_approx_f32(x) -> np.ndarray:
     """``tanh.approx.f32`` (one MUFU.TANH)."""
     return mufu_tanh(x)
@@ -384,4 +445,8 @@ SWEPT = {
     "rcp_approx_f32": ("rcp.approx.f32", rcp_approx_f32),
     "tanh_approx_f32": ("tanh.approx.f32", tanh_approx_f32),
     "rcp_rn_f32": ("rcp.rn.f32", rcp_rn_f32),
+    "rsqrt_approx_ftz_f32": ("rsqrt.approx.ftz.f32", lambda x: rsqrt_approx_f32(x, ftz=True)),
+    "rsqrt_approx_f32": ("rsqrt.approx.f32", rsqrt_approx_f32),
+    "sqrt_approx_ftz_f32": ("sqrt.approx.ftz.f32", lambda x: sqrt_approx_f32(x, ftz=True)),
+    "sqrt_approx_f32": ("sqrt.approx.f32", sqrt_approx_f32),
 }

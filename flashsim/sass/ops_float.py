@@ -171,6 +171,7 @@ def fchk(ctx: Ctx):
 
 _MUFU = {
     "EX2": sfu.mufu_ex2, "LG2": sfu.mufu_lg2, "RCP": sfu.mufu_rcp, "TANH": sfu.mufu_tanh,
+    "RSQ": sfu.mufu_rsq, "SQRT": sfu.mufu_sqrt,
 }
 
 
@@ -178,7 +179,7 @@ _MUFU = {
 def mufu(ctx: Ctx):
     # MUFU.op d, a: the special-function unit, from the tables measured on all 2^32 inputs (numerics.sfu)
     fn_name = next((k for k in ctx.ins.mods), None)
-    if fn_name in ("EX2", "LG2", "RCP", "TANH") and len(ctx.ins.mods) == 1:
+    if fn_name in _MUFU and len(ctx.ins.mods) == 1:
         f = _MUFU[fn_name]
         ra = ctx.f32(1)
         wd = ctx.dst(0)
@@ -187,7 +188,7 @@ def mufu(ctx: Ctx):
             (a,) = _bc(ra(m))
             wd(m, f(a), ex)
         return run
-    if fn_name in ("RSQ", "SQRT", "RCP64H", "RSQ64H", "SIN", "COS") and ctx.ops[1].kind == "fimm" and \
+    if fn_name in ("RCP64H", "RSQ64H", "SIN", "COS") and ctx.ops[1].kind == "fimm" and \
             (ctx.ops[1].value & 0x7FFFFFFF) > 0x7F800000:
         # a NaN constant operand (the division slow path's way of making a NaN): the SFU returns the
         # canonical NaN for NaN input, as every measured MUFU function does

@@ -3,7 +3,7 @@
 // Sweep kernels take no input array: element i evaluates the instruction on the bit pattern
 // start + i, so all 2^32 f32 inputs can be covered in a few launches without host traffic.
 // Array kernels take explicit inputs (bit patterns in, bit patterns out).
-// PTX ISA, "Floating Point Instructions": ex2, lg2, rcp, tanh (approx forms), rcp.rn, div.rn; the
+// PTX ISA, "Floating Point Instructions": ex2, lg2, rcp, rsqrt, sqrt, tanh (approx forms), rcp.rn, div.rn; the
 // .ftz approx forms are one MUFU each on sm_90 (cuobjdump -sass), the non-ftz forms wrap it.
 
 #define SWEEP(NAME, PTX)                                                                            \
@@ -35,6 +35,10 @@
     X(rcp_approx_f32, "rcp.approx.f32")                                                             \
     X(tanh_approx_f32, "tanh.approx.f32")                                                           \
     X(rcp_rn_f32, "rcp.rn.f32")                                                                     \
+    X(rsqrt_approx_ftz_f32, "rsqrt.approx.ftz.f32")                                                 \
+    X(rsqrt_approx_f32, "rsqrt.approx.f32")                                                         \
+    X(sqrt_approx_ftz_f32, "sqrt.approx.ftz.f32")                                                   \
+    X(sqrt_approx_f32, "sqrt.approx.f32")                                                           \
     X(ex2_approx_f16x2, "ex2.approx.f16x2")                                                         \
     X(ex2_approx_ftz_bf16x2, "ex2.approx.ftz.bf16x2")
 

@@ -460,3 +460,51 @@ def test_square_roots_run_on_mufu_rsq():
         want = np.sqrt(xf)  # sqrtf is IEEE (round to nearest) under -ftz=true: MUFU.RSQ, FFMA, slow path
     same = (g[:, 1].view(np.uint32) == want.view(np.uint32)) | (np.isnan(g[:, 1]) & np.isnan(want))
     assert same.all()
+
+
+MATRIX = r"""
+extern "C" __global__ void matrix_ops(const unsigned short* in, unsigned short* out, unsigned* regs) {
+    __shared__ __align__(16) unsigned short a[16 * 8], b[16 * 8];
+    int lane = threadIdx.x;
+    for (int i = lane; i < 128; i += 32) a[i] = in[i];
+    __syncwarp();
+    unsigned r0, r1, r2, t0, m0;
+    unsigned row = (unsigned)__cvta_generic_to_shared(&a[(lane % 16) * 8]);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(r2) : "r"(row));
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(m0) : "r"(r0));
+    t0 = r1 ^ 0x80008000u;
+    unsigned dst = (unsigned)__cvta_generic_to_shared(&b[(lane % 16) * 8]);
+    asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};" :: "r"(dst), "r"(m0), "r"(t0));
+    __syncwarp();
+    for (int i = lane; i < 128; i += 32) out[i] = b[i];
+    regs[4 * lane] = r0; regs[4 * lane + 1] = r1; regs[4 * lane + 2] = r2; regs[4 * lane + 3] = m0;
+}
+"""
+
+
+def test_ldmatrix_stmatrix_movmatrix_in_the_interpreter():
+    from flashsim.warp.fragments import FRAGMENTS
+
+    mod = fc.RawModule(code=MATRIX)
+    sass = {i["opcode"] for f in toolchain.disassemble(mod.cubin)[1] for i in f["sass-instructions"]}
+    assert {"LDSM.16.M88.2", "LDSM.16.MT88", "MOVM.16.MT88", "STSM.16.MT88.2"} <= sass
+    a = np.random.default_rng(3).integers(0, 1 << 16, 128, dtype=np.uint16)
+    out, regs = fc.zeros((128,), np.uint16), fc.zeros((128,), np.uint32)
+    mod.get_function("matrix_ops")((1,), (32,), (fc.asarray(a), out, regs))
+    frag = FRAGMENTS[("ldmatrix.m8n8", "M")]
+    tiles = a.reshape(2, 8, 8)  # matrix j = rows 8j..8j+7 of the 16 x 8 tile
+
+    def reg_of(tile):  # the fragment: lane T holds row T/4, columns 2(T%4), 2(T%4)+1
+        r, c = frag.row[:, 0, :], frag.col[:, 0, :]
+        return tile[r[:, 0], c[:, 0]].astype(np.uint32) | (tile[r[:, 1], c[:, 1]].astype(np.uint32) << 16)
+
+    got = regs.get().reshape(32, 4)
+    np.testing.assert_array_equal(got[:, 0], reg_of(tiles[0]))
+    np.testing.assert_array_equal(got[:, 1], reg_of(tiles[1]))
+    np.testing.assert_array_equal(got[:, 2], reg_of(tiles[0].T))       # x1.trans: matrix 0 transposed
+    np.testing.assert_array_equal(got[:, 3], reg_of(tiles[0].T))       # movmatrix.trans of matrix 0
+    # stmatrix.trans stores each fragment's matrix transposed: m0 holds matrix 0 transposed (so it lands as
+    # matrix 0), t0 holds matrix 1 with its sign bits flipped
+    want = np.stack([tiles[0], (tiles[1] ^ np.uint16(0x8000)).T])
+    np.testing.assert_array_equal(out.get().reshape(2, 8, 8), want)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import flashsim.cuda as fc
-from tests.test_cuda_interp import (BASIC, GENERIC, GENERIC_S8, IDIOMS, ROOTS, ROUNDING, SPIN_WAIT, roots_inputs,
+from tests.test_cuda_interp import (BASIC, GENERIC, GENERIC_S8, IDIOMS, MATRIX, ROOTS, ROUNDING, SPIN_WAIT, roots_inputs,
                                     rounding_inputs)
 
 gpu = pytest.mark.gpu
@@ -77,6 +77,13 @@ def test_rounding_and_clamps_on_gpu(seed):
 def test_square_roots_on_gpu(seed):
     x = roots_inputs(seed)
     _assert_same(*_both(ROOTS, "roots", (32,), (128,), lambda: [x.copy(), np.zeros(3 * 4096, np.float32)]))
+
+
+@gpu
+def test_matrix_load_store_move_on_gpu():
+    a = np.random.default_rng(5).integers(0, 1 << 16, 128, dtype=np.uint16)
+    _assert_same(*_both(MATRIX, "matrix_ops", (1,), (32,),
+                        lambda: [a.copy(), np.zeros(128, np.uint16), np.zeros(128, np.uint32)]))
 
 
 @gpu

@@ -181,7 +181,7 @@ def ldsm(ctx: Ctx):
     # LDSM.16.{M88,MT88}.{1,2,4} d, [a]: ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16
     mods = ctx.ins.mods
     ctx.need("16" in mods and ("M88" in mods or "MT88" in mods), f"LDSM form {ctx.ins.name}")
-    num = int(mods[-1])
+    num = int(mods[-1]) if mods[-1].isdigit() else 1  # .x1 has no count suffix
     trans = "MT88" in mods
     addr = _shared_addr(ctx, 1)
     wd = _write_loaded(ctx, 0, num)
@@ -198,7 +198,7 @@ def ldsm(ctx: Ctx):
 def stsm(ctx: Ctx):
     mods = ctx.ins.mods
     ctx.need("16" in mods and ("M88" in mods or "MT88" in mods), f"STSM form {ctx.ins.name}")
-    num = int(mods[-1])
+    num = int(mods[-1]) if mods[-1].isdigit() else 1  # .x1 has no count suffix
     trans = "MT88" in mods
     addr = _shared_addr(ctx, 0)
     rd = _regs_of(ctx, 1, num)

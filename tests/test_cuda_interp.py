@@ -508,3 +508,31 @@ def test_ldmatrix_stmatrix_movmatrix_in_the_interpreter():
     # matrix 0), t0 holds matrix 1 with its sign bits flipped
     want = np.stack([tiles[0], (tiles[1] ^ np.uint16(0x8000)).T])
     np.testing.assert_array_equal(out.get().reshape(2, 8, 8), want)
+
+
+HEADERS = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void halves(const __half* x, __nv_bfloat16* y, float* z) {
+    int i = threadIdx.x;
+    __half2 h = __halves2half2(x[i], x[i]);
+    h = __hfma2(h, h, h);
+    y[i] = __float2bfloat16(__low2float(h) * 3.0f);
+    z[i] = __half2float(__hmul(x[i], x[i])) + __bfloat162float(y[i]);
+}
+"""
+
+
+def test_kernels_using_the_cuda_fp16_and_bf16_headers():
+    import ml_dtypes
+
+    mod = fc.RawModule(code=HEADERS)  # the headers come from the nvidia-cuda-runtime wheel
+    x = (np.arange(64, dtype=np.float32) / 7 - 3).astype(np.float16)
+    y, z = fc.zeros((64,), np.uint16), fc.zeros((64,), np.float32)
+    mod.get_function("halves")((1,), (64,), (fc.asarray(x), y, z))
+    xd = x.astype(np.float64)
+    h = (xd * xd + xd).astype(np.float16)  # one rounding: the f64 sum is exact for these inputs
+    yw = (h.astype(np.float32) * np.float32(3)).astype(ml_dtypes.bfloat16)
+    zw = (xd * xd).astype(np.float16).astype(np.float32) + yw.astype(np.float32)
+    np.testing.assert_array_equal(y.get(), yw.view(np.uint16))
+    np.testing.assert_array_equal(z.get(), zw)

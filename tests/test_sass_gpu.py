@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import flashsim.cuda as fc
-from tests.test_cuda_interp import (BASIC, GENERIC, GENERIC_S8, IDIOMS, MATRIX, ROOTS, ROUNDING, SPIN_WAIT, roots_inputs,
-                                    rounding_inputs)
+from tests.test_cuda_interp import (BASIC, GENERIC, GENERIC_S8, HEADERS, IDIOMS, MATRIX, ROOTS, ROUNDING,
+                                    SPIN_WAIT, roots_inputs, rounding_inputs)
 
 gpu = pytest.mark.gpu
 
@@ -84,6 +84,13 @@ def test_matrix_load_store_move_on_gpu():
     a = np.random.default_rng(5).integers(0, 1 << 16, 128, dtype=np.uint16)
     _assert_same(*_both(MATRIX, "matrix_ops", (1,), (32,),
                         lambda: [a.copy(), np.zeros(128, np.uint16), np.zeros(128, np.uint32)]))
+
+
+@gpu
+def test_header_intrinsics_on_gpu():
+    x = (np.random.default_rng(2).standard_normal(64) * 3).astype(np.float16)
+    _assert_same(*_both(HEADERS, "halves", (1,), (64,), lambda: [x.copy(), np.zeros(64, np.uint16),
+                                                                  np.zeros(64, np.float32)]))
 
 
 @gpu

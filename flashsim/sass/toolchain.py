@@ -108,6 +108,7 @@ def versions() -> dict[str, str]:
         "nvrtc": nvrtc_version(),
         "nvidia-cuda-nvrtc": _dist_version("nvidia-cuda-nvrtc"),
         "nvidia-cuda-nvdisasm": _dist_version("nvidia-cuda-nvdisasm"),
+        "nvidia-cuda-runtime": _dist_version("nvidia-cuda-runtime"),
         "pyelftools": _dist_version("pyelftools"),
     }
 
@@ -125,9 +126,20 @@ def _get(lib, prog, size_fn: str, get_fn: str) -> bytes:
     return buf.raw[: n.value]
 
 
-#: The NVRTC build the project pins (pyproject); part of the cache key, so cubins from another NVRTC
-#: are never taken for these.
+#: The NVRTC build and the CUDA headers the project pins (pyproject); part of the cache key, so cubins
+#: from another NVRTC or other headers are never taken for these.
 NVRTC_PIN = "nvidia-cuda-nvrtc==13.0.88"
+HEADERS_PIN = "nvidia-cuda-runtime==13.0.96"
+
+
+def cuda_include() -> Path | None:
+    """The CUDA headers (cuda_fp16.h, cuda_bf16.h, ...) of the ``nvidia-cuda-runtime`` wheel, which cupy
+    would find in the toolkit (``FLASHSIM_CUDA_INCLUDE`` names another folder)."""
+    env = os.environ.get("FLASHSIM_CUDA_INCLUDE")
+    if env:
+        return Path(env)
+    found = _nvidia_file("include/cuda_fp16.h")
+    return found.parent if found is not None else None
 
 
 def cache_dir() -> Path | None:
@@ -141,7 +153,7 @@ def cache_dir() -> Path | None:
 
 def _cache_key(source: str, name: str, opts: Sequence[str], exprs: Sequence[str]) -> str:
     h = hashlib.sha256()
-    for part in (NVRTC_PIN, name, "\0".join(opts), "\0".join(exprs), source):
+    for part in (NVRTC_PIN, HEADERS_PIN, name, "\0".join(opts), "\0".join(exprs), source):
         h.update(part.encode() + b"\x00\x01")
     return h.hexdigest()
 
@@ -194,14 +206,16 @@ def compile_cuda(source: str, *, name: str = "kernel.cu", options: Sequence[str]
         raise bad_argument("code", type(source).__name__, "expected the CUDA source as a str")
     if isinstance(options, str):
         raise bad_argument("options", options, "expected a sequence of option strings, not one string")
-    opts = [*options, *CUPY_OPTIONS]
-    if lineinfo and LINEINFO not in opts and "--generate-line-info" not in opts:
-        opts.append(LINEINFO)
-    for o in opts:
+    for o in options:
         if not isinstance(o, str):
             raise bad_argument("options", tuple(options), f"every option must be a str, got {o!r}")
-    key = _cache_key(source, name, opts if key_options is None else
-                     [*key_options, *CUPY_OPTIONS] + ([LINEINFO] if LINEINFO in opts else []), tuple(name_expressions))
+    lines = [LINEINFO] if lineinfo and LINEINFO not in options and "--generate-line-info" not in options else []
+    include = cuda_include()
+    # the user's options, the CUDA headers' folder (cupy puts the toolkit's there), cupy's own, line tables
+    opts = [*options, *([f"--include-path={include}"] if include is not None else []), *CUPY_OPTIONS, *lines]
+    # the key leaves out the headers' folder (machine-specific; HEADERS_PIN stands for its contents)
+    key = _cache_key(source, name, [*(options if key_options is None else key_options), *CUPY_OPTIONS, *lines],
+                     tuple(name_expressions))
     hit = _cache_read(key)
     if hit is not None:
         return hit

@@ -8,6 +8,8 @@ passes, 1 otherwise.
 
 from __future__ import annotations
 
+from flashsim.options import non_negative_int, positive_int
+
 import sys
 import time
 
@@ -32,18 +34,18 @@ def add_parser(sub) -> None:
 
 def add_problem_arguments(p, seqlen: int = 256, headdim: int = 128, heads: int = 2) -> None:
     """The options that describe one attention problem (shared by ``check`` and ``trace record``)."""
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--heads", type=int, default=heads)
-    p.add_argument("--heads-k", type=int, default=None, help="kv heads (GQA/MQA; default: --heads)")
-    p.add_argument("--seqlen", type=int, default=seqlen, help="seqlen_q (and seqlen_k unless --seqlen-k)")
-    p.add_argument("--seqlen-k", type=int, default=None)
-    p.add_argument("--headdim", type=int, default=headdim)
+    p.add_argument("--batch", type=positive_int, default=1)
+    p.add_argument("--heads", type=positive_int, default=heads)
+    p.add_argument("--heads-k", type=positive_int, default=None, help="kv heads (GQA/MQA; default: --heads)")
+    p.add_argument("--seqlen", type=positive_int, default=seqlen, help="seqlen_q (and seqlen_k unless --seqlen-k)")
+    p.add_argument("--seqlen-k", type=non_negative_int, default=None)
+    p.add_argument("--headdim", type=positive_int, default=headdim)
     p.add_argument("--dtype", choices=sorted(_DTYPES), default="float16")
     p.add_argument("--causal", action="store_true")
     p.add_argument("--window", type=int, nargs=2, metavar=("LEFT", "RIGHT"), default=(-1, -1))
     p.add_argument("--softcap", type=float, default=0.0)
     p.add_argument("--scale", type=float, default=None, help="softmax_scale (default headdim^-0.5)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=non_negative_int, default=0)
 
 
 def _progress(label):

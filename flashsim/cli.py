@@ -81,17 +81,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run a subcommand; every failure it meets ends as one line ``flashsim: error: ...`` (exit 2), Ctrl-C
+    as ``interrupted`` (exit 130): never a Python traceback."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except FlashsimError as e:
-        print(f"flashsim: error: {e}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # output piped into head & co.: stop quietly
         import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except NotImplementedError as e:
+        return _fail(f"not modelled: {e}")
+    except MemoryError:
+        return _fail("out of memory: the request is too large for this machine (use smaller shapes)")
+    except RecursionError:
+        return _fail("the expression is nested too deeply to evaluate")
+    except (FlashsimError, OSError, ValueError) as e:
+        return _fail(str(e))
+
+
+def _fail(message: str) -> int:
+    print(f"flashsim: error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

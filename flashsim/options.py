@@ -80,3 +80,24 @@ class RunOptions:
     def from_namespace(cls, namespace: Any, prefix: str = "") -> "RunOptions":
         """From an argparse Namespace that ``add_options`` filled."""
         return cls.from_getoption(lambda dest: getattr(namespace, dest), prefix)
+
+
+def _int_type(minimum: int, what: str):
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+    parse.__name__ = what  # argparse names the type in its messages
+    return parse
+
+
+#: argparse ``type=`` for counts and sizes (>= 1) and for indices and seeds (>= 0): a bad value is refused
+#: with a message naming the option, before any work starts
+positive_int = _int_type(1, "a positive integer")
+non_negative_int = _int_type(0, "a non-negative integer")

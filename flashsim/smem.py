@@ -55,6 +55,8 @@ __all__ = [
 
 BANKS = 32
 WORD = 4
+MAX_PER_CTA = 227 * 1024  # bytes of shared memory a CTA may use on sm_90 (static + dynamic)
+RESERVED = 1024  # the window the driver reserves at the start of every CTA's shared memory (SASS sees it)
 OPS = ("ld", "st", "ldsm", "stsm", "ldgsts")
 WIDTHS = (1, 2, 4, 8, 16)
 
@@ -410,14 +412,17 @@ class SharedMemory:
     """
 
     def __init__(self, ctas: int = 1, size: int = 48 * 1024, *, warps: int = 1, races: bool = True,
-                 on_race: str = "record", max_races: int = 1000):
+                 on_race: str = "record", max_races: int = 1000, reserved: int = 0):
         for name, v in (("ctas", ctas), ("size", size), ("warps", warps)):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
                 raise bad_argument(name, v, "expected a positive int")
         if size % 16:
             raise bad_argument("size", size, "shared memory size must be a multiple of 16 bytes")
-        if size > 228 * 1024:
-            raise bad_argument("size", size, "an sm_90 CTA has at most 227 KiB (232448 bytes) of shared memory")
+        if reserved not in (0, RESERVED):
+            raise bad_argument("reserved", reserved, f"expected 0 or {RESERVED} (the window the driver reserves)")
+        if size > MAX_PER_CTA + reserved:
+            raise bad_argument("size", size, f"an sm_90 CTA has at most 227 KiB ({MAX_PER_CTA} bytes) of shared "
+                                             "memory" + (f", plus the reserved {reserved} bytes" if reserved else ""))
         if on_race not in ("record", "raise"):
             raise bad_argument("on_race", on_race, "expected 'record' or 'raise'")
         self.ctas, self.size, self.warps = int(ctas), int(size), int(warps)

@@ -146,3 +146,20 @@ def test_cp_async_bad_input_and_faults():
         cp_async(sm, GMEM.view(np.uint32), LANE * 16, LANE * 16)
     with pytest.raises(ArgumentError, match="n=-1"):
         cp_async_wait_group(sm, -1)
+
+
+def test_the_sm90_bound_is_227_kib_everywhere():
+    import numpy as np
+    import pytest
+
+    from flashsim.errors import SimulatedFault
+    from flashsim.smem import SharedMemory
+    from flashsim.warp import ldmatrix
+
+    SharedMemory(1, 232448)  # 227 KiB: the most a CTA may have
+    with pytest.raises(ValueError, match=r"size=233472: an sm_90 CTA has at most 227 KiB \(232448 bytes\)"):
+        SharedMemory(1, 233472)
+    SharedMemory(1, 233472, reserved=1024)  # the interpreter's window: 227 KiB behind the reserved 1 KiB
+    sm = SharedMemory(1, 232448)
+    with pytest.raises(SimulatedFault, match=r"out-of-bounds shared address: cta=0 warp=0 lane=0 addr=0x38c00"):
+        ldmatrix(sm, np.full((1, 1, 32), 232448, np.int64), num=1)

@@ -65,7 +65,9 @@ def cmd_layout(args) -> int:
         from flashsim.viz.layout import picture
 
         svg = picture(obj, args.picture, bits, tile=_parse_tile(args.tile))
-        args.svg.write_text(svg)
+        from flashsim.outputs import write_text
+
+        write_text(args.svg, svg, option="--svg")
         print(f"wrote {args.svg}")
     if args.banks:
         try:

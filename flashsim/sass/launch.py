@@ -25,12 +25,12 @@ import numpy as np
 
 from flashsim.errors import bad_argument
 from flashsim.sass.machine import ExecOptions, Machine
+from flashsim.smem import MAX_PER_CTA as MAX_SMEM_PER_CTA  # cudaDevAttrMaxSharedMemoryPerBlockOptin
+from flashsim.smem import RESERVED as RESERVED_SMEM  # reservedSharedMemPerBlock, at 0x000-0x3ff
 from flashsim.smem import SharedMemory
 
 __all__ = ["Launch", "RESERVED_SMEM", "MAX_SMEM_PER_CTA", "DRIVER_WORDS"]
 
-RESERVED_SMEM = 0x400
-MAX_SMEM_PER_CTA = 227 * 1024  # static + dynamic bytes a CTA may use on sm_90 (cudaDevAttrMaxSharedMemoryPerBlockOptin)
 DEFAULT_DYNAMIC_LIMIT = 48 * 1024  # above this a kernel must opt in (cudaFuncAttributeMaxDynamicSharedMemorySize)
 SHARED_WINDOW = 0x7FFF_0000_0000  # generic base of shared memory (SR_SWINHI = 0x7fff)
 LOCAL_WINDOW = 0x7FFE_0000_0000  # generic base of local memory (c[0x0][0x20])
@@ -110,7 +110,7 @@ class Launch:
         return lo
 
     def new_shared(self, ctas: int, warps: int) -> SharedMemory:
-        return SharedMemory(ctas, self.shared_size, warps=warps, races=self.races)
+        return SharedMemory(ctas, self.shared_size, warps=warps, races=self.races, reserved=RESERVED_SMEM)
 
     def run(self) -> dict:
         """Run every CTA; returns counters: scheduling steps (one instruction for a group of warps) and

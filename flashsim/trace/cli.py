@@ -11,6 +11,8 @@ Exit status: 0 clean, 1 a divergence (diff/replay), 2 a bad argument or file.
 
 from __future__ import annotations
 
+from flashsim.options import non_negative_int, positive_int
+
 import sys
 from pathlib import Path
 
@@ -55,7 +57,7 @@ def add_parser(sub) -> None:
     r.add_argument("--backend", choices=("gpu", "sim"), default="gpu")
     r.add_argument("--cta", default="0", help="CTAs to record, linear ids x + X (y + Y z): '0,3,5-7'")
     r.add_argument("--warp", default="0-3", help="warps to record in each of those CTAs")
-    r.add_argument("--cap-words", type=int, default=None, help="GPU buffer words per warp (default: sized from "
+    r.add_argument("--cap-words", type=positive_int, default=None, help="GPU buffer words per warp (default: sized from "
                                                                "the kernel's program)")
     r.add_argument("-o", "--output", type=Path, required=True)
     r.add_argument("--force", action="store_true", help="overwrite an existing file")
@@ -64,14 +66,14 @@ def add_parser(sub) -> None:
     d = ts.add_parser("diff", help="align two traces by (CTA, warp, tag, occurrence); first divergence + summary")
     d.add_argument("a", type=Path)
     d.add_argument("b", type=Path)
-    d.add_argument("--context", type=int, default=3, help="events shown before the first divergence")
-    d.add_argument("--cells", type=int, default=8, help="lane/register cells shown")
+    d.add_argument("--context", type=non_negative_int, default=3, help="events shown before the first divergence")
+    d.add_argument("--cells", type=positive_int, default=8, help="lane/register cells shown")
     d.set_defaults(func=cmd_diff)
 
     p = ts.add_parser("replay", help="re-simulate a trace from its inputs and compare; or resume from its state")
     p.add_argument("file", type=Path)
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--resume-at", type=int, metavar="SEQ",
+    g.add_argument("--resume-at", type=non_negative_int, metavar="SEQ",
                    help="take the recorded registers at every event up to sequence number SEQ, then simulate on")
     g.add_argument("--bisect", action="store_true",
                    help="take the recorded state before every event: list the steps that introduce a difference")
@@ -79,12 +81,12 @@ def add_parser(sub) -> None:
 
     s = ts.add_parser("show", help="lane x register tables of recorded events (no filter: a summary)")
     s.add_argument("file", type=Path)
-    s.add_argument("--cta", type=int)
-    s.add_argument("--warp", type=int)
+    s.add_argument("--cta", type=non_negative_int)
+    s.add_argument("--warp", type=non_negative_int)
     s.add_argument("--tag", choices=spec.TAGS)
-    s.add_argument("--occurrence", type=int, default=None, help="only this occurrence of the tag in the warp")
+    s.add_argument("--occurrence", type=non_negative_int, default=None, help="only this occurrence of the tag in the warp")
     s.add_argument("--hex", action="store_true", help="bits instead of numbers")
-    s.add_argument("--max-regs", type=int, default=16, help="registers per table (columns)")
+    s.add_argument("--max-regs", type=positive_int, default=16, help="registers per table (columns)")
     s.set_defaults(func=cmd_show)
 
     h = ts.add_parser("html", help="a static page: per-warp timeline of tags, divergences, registers on demand")

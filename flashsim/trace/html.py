@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from flashsim.trace import spec
@@ -119,13 +117,7 @@ def write_html(path, out, *, against=None) -> Path:
             .replace("__META__", html.escape(json.dumps(meta, indent=1, default=str)))
             .replace("__LEGEND__", legend).replace("__SUMMARY__", summary)
             .replace("__DATA__", json.dumps(data, separators=(",", ":"))))
-    out = Path(out)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(page)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from flashsim.outputs import write_text
+
+    out = write_text(out, page, option="-o")
     return out

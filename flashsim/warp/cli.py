@@ -5,8 +5,9 @@ subcommands on the main parser (flashsim/cli.py); each handler returns the exit 
 
 from __future__ import annotations
 
+from flashsim.options import positive_int
+
 import argparse
-from pathlib import Path
 
 import numpy as np
 
@@ -81,12 +82,9 @@ def _bank_report(table: list[dict], wf: int, ideal: int) -> list[str]:
 
 
 def _write_svg(path: str, text: str) -> None:
-    p = Path(path)
-    try:
-        p.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise bad_argument("--svg", path, f"cannot write it ({exc.strerror})") from None
-    print(f"wrote {p}")
+    from flashsim.outputs import write_text
+
+    print(f"wrote {write_text(path, text, option='--svg')}")
 
 
 # ------------------------------------------------------------------------------------------ fragment
@@ -222,7 +220,7 @@ def _add_addr_options(p: argparse.ArgumentParser, elem_default: int) -> None:
     p.add_argument("--swizzle", metavar="SPEC",
                    help="apply a swizzle to the EXPR offsets: 'Sw<B,M,S>' / 'cute:B,M,S' (CuTe Swizzle) or "
                         "'swizzle<B,M,S>' / 'seed:B,M,S' (seed 001's helper)")
-    p.add_argument("--elem-bytes", type=int, default=elem_default,
+    p.add_argument("--elem-bytes", type=positive_int, default=elem_default,
                    help=f"bytes per unit of EXPR (default {elem_default}); byte address = base + swizzle(EXPR) * elem_bytes")
     p.add_argument("--base", type=lambda s: int(s, 0), default=0, help="byte address added after scaling (default 0)")
     p.add_argument("--svg", metavar="PATH", help="also write the bank map as an SVG picture")
@@ -247,7 +245,7 @@ def add_parsers(subparsers) -> None:
     ld.set_defaults(num=4)
     ld.add_argument("--trans", action="store_true", help=".trans: each lane receives the transpose")
     _add_addr_options(ld, elem_default=2)
-    ld.add_argument("--row-stride", type=int, default=0, metavar="N",
+    ld.add_argument("--row-stride", type=positive_int, default=None, metavar="N",
                     help="show received elements as (row, col) of a row-major matrix with N elements per row")
     ld.set_defaults(func=cmd_ldmatrix)
 

@@ -1,0 +1,78 @@
+"""Bad command lines end as one line ``flashsim: error: ...`` (or argparse's usage error), exit 2, and
+Ctrl-C as ``interrupted``, exit 130: never a Python traceback."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from flashsim.cli import main
+
+TRACE = Path(__file__).resolve().parents[1] / "traces" / "warp" / "v5_d32.fstrace"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["check", "--seqlen", "-5"], "argument --seqlen: expected a positive integer, got -5"),
+    (["check", "--seqlen-k", "-1"], "argument --seqlen-k: expected a non-negative integer, got -1"),
+    (["check", "--seed", "-1"], "argument --seed: expected a non-negative integer, got -1"),
+    (["check", "--batch", "0"], "argument --batch: expected a positive integer, got 0"),
+    (["trace", "show", str(TRACE), "--max-regs", "0"], "argument --max-regs: expected a positive integer, got 0"),
+    (["ldmatrix", "--x4", "--addr", "lane*16", "--row-stride", "0"], "argument --row-stride: expected a positive integer"),
+    (["ldmatrix", "--x4", "--addr", "lane*16", "--row-stride", "-5"], "argument --row-stride: expected a positive integer"),
+    (["ldmatrix", "--x4", "--addr", "lane*16", "--elem-bytes", "x"], "argument --elem-bytes: expected a positive integer, got 'x'"),
+])
+def test_integers_are_validated_by_the_parser(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_missing_output_folders_are_one_line_errors(tmp_path, capsys):
+    missing = tmp_path / "missing" / "x.svg"
+    assert main(["layout", "Layout((_8,_16),(_16,_1))", "--svg", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flashsim: error: --svg=") and f"the folder {missing.parent} does not exist" in err
+    html = tmp_path / "missing" / "a.html"
+    assert main(["trace", "html", str(TRACE), "-o", str(html)]) == 2
+    err = capsys.readouterr().err
+    assert f"the folder {html.parent} does not exist" in err and ".tmp" not in err
+
+
+def test_outputs_get_the_usual_file_mode(tmp_path, capsys):
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "a.html"
+        assert main(["trace", "html", str(TRACE), "-o", str(out)]) == 0
+        svg = tmp_path / "f.svg"
+        assert main(["fragment", "mma.m16n8k16", "--operand", "A", "--dtype", "f16", "--svg", str(svg)]) == 0
+    finally:
+        os.umask(old)
+    for p in (out, svg):
+        assert stat.S_IMODE(p.stat().st_mode) == 0o644, p
+
+
+def test_a_huge_address_expression_is_refused_not_a_traceback(capsys):
+    expr = "+".join(["lane"] * 20_000)
+    assert main(["banks", "--width", "32", "--addr", expr]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flashsim: error:") and "Traceback" not in err
+
+
+def test_ctrl_c_prints_interrupted_and_exits_130(monkeypatch, capsys):
+    import flashsim.cli as cli
+
+    parser = cli.build_parser()
+    ns = parser.parse_args(["info"])
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ns, "func", interrupted)
+    monkeypatch.setattr(cli, "build_parser", lambda: type("P", (), {"parse_args": lambda self, argv: ns})())
+    assert cli.main(["info"]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted"

@@ -34,7 +34,8 @@ def load(path) -> tuple[dict, dict]:
     """Arrays and provenance of one golden file; a damaged file is a TraceError naming it."""
     path = Path(path)
     try:
-        with np.load(path, allow_pickle=False) as z:
+        # the file is opened here so that it is closed even when numpy fails on a damaged one
+        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
         raise TraceError(f"{path}: not a readable golden-data file ({e})") from e

@@ -1167,6 +1167,13 @@ class TraceReader:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def __del__(self):
+        # a reader dropped without close() (an exception between open and use) releases its file too
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001  (interpreter shutdown)
+            pass
+
     def __repr__(self) -> str:
         return (f"TraceReader({str(self.path)!r}: {self.n_events} events of {len(self.keys())} warps, "
                 f"{len(self._arrays)} arrays, {self.n_chunks} chunks)")

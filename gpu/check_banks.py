@@ -40,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gpu.runtime import CheckError
+
 from flashsim.smem import PHASES, SM90, wavefronts
 from flashsim.swizzle import cute_swizzle, seed_swizzle
 
@@ -252,9 +254,6 @@ def choose_metrics(available: set[str], ops: list[str]) -> dict[str, dict[str, l
             chosen[op][q] = pick
     return chosen
 
-
-class CheckError(Exception):
-    """The check could not run (no ncu, no permission, no metric, timeout); the message says what to do."""
 
 
 def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess:

@@ -31,6 +31,8 @@ from typing import Callable
 
 import numpy as np
 
+from gpu.runtime import CheckError
+
 from flashsim.smem import SharedMemory
 from flashsim.warp.memory import cp_async, cp_async_commit_group, cp_async_wait_all, cp_async_wait_group, ld_shared, st_shared
 from flashsim.warp.sync import syncthreads, syncwarp
@@ -193,9 +195,6 @@ def launch(kernel: str) -> None:
     out = cupy.zeros(64, dtype=cupy.uint32)
     runtime.launch(k, 1, 64, (cupy.asarray(GMEM), out))
 
-
-class CheckError(Exception):
-    pass
 
 
 def run_racecheck(sanitizer: str, case: Case, timeout: float) -> tuple[int | None, str]:

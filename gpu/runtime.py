@@ -24,6 +24,7 @@ from flashsim.errors import FlashsimError, bad_argument
 __all__ = [
     "BASE_OPTIONS",
     "KERNELS_DIR",
+    "CheckError",
     "CompileError",
     "GpuUnavailable",
     "LaunchError",
@@ -65,6 +66,11 @@ class CompileError(FlashsimError):
         self.log = log
         self.compiler = compiler
         super().__init__(f"{compiler} failed to compile {self.filename}:\n{log.rstrip()}")
+
+
+class CheckError(FlashsimError):
+    """A hardware check could not run (no ncu or compute-sanitizer, no permission, no metric, a timeout);
+    the message says what to do."""
 
 
 class LaunchError(FlashsimError):

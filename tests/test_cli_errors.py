@@ -76,3 +76,15 @@ def test_ctrl_c_prints_interrupted_and_exits_130(monkeypatch, capsys):
     monkeypatch.setattr(cli, "build_parser", lambda: type("P", (), {"parse_args": lambda self, argv: ns})())
     assert cli.main(["info"]) == 130
     assert capsys.readouterr().err.strip() == "interrupted"
+
+
+def test_every_error_class_is_a_flashsim_error():
+    from flashsim.errors import FlashsimError
+    from gpu import runtime, trace_gpu
+
+    assert issubclass(trace_gpu.TraceOverflow, FlashsimError)
+    assert issubclass(runtime.CheckError, FlashsimError)
+    import gpu.check_banks
+    import gpu.check_races
+
+    assert gpu.check_banks.CheckError is gpu.check_races.CheckError is runtime.CheckError

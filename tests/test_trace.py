@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from flashsim.errors import TraceError
 from flashsim.kernels.problems import make_case
 from flashsim.trace import session, spec
 from flashsim.trace.record import Recorder, RegEvent
@@ -345,11 +346,11 @@ def test_gpu_buffer_decoding(runs):
     assert all(np.array_equal(a.regs, b.regs) for a, b in zip(got, evs))
     bad = words.copy()
     bad[2] = 99 | (bad[2] & 0xFFFF0000)
-    with pytest.raises(ValueError, match="unknown tag id 99"):
+    with pytest.raises(TraceError, match="unknown tag id 99"):
         decode(bad, 1, 2, "fa2", run.meta["instance_headdim"])
     bad = words.copy()
     bad[0] = 10**7
-    with pytest.raises(ValueError, match="corrupt"):
+    with pytest.raises(TraceError, match="corrupt"):
         decode(bad, 1, 2, "fa2", run.meta["instance_headdim"])
 
 

@@ -35,8 +35,10 @@ def cmd_info(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from flashsim.golden import replay_all
+    from flashsim.golden import default_dir, replay_all
 
+    if args.golden is None:
+        args.golden = default_dir()
     results = replay_all(args.golden)
     rows = [(r.instruction, f"{r.cases:,}", r.mismatches, Path(r.source).name) for r in results]
     print(f"Replaying GPU golden data from {args.golden} on the CPU simulator\n")
@@ -60,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--arch", choices=["sm_90", "sm_80"], help="only this architecture")
     info.set_defaults(func=cmd_info)
     ver = sub.add_parser("verify", help="replay the committed GPU golden data on the CPU simulator, bit for bit")
-    ver.add_argument("--golden", type=Path, default=Path("traces") / "numerics", help="folder of golden .npz files")
+    ver.add_argument("--golden", type=Path, default=None,
+                     help="folder of golden .npz files (default: ./traces/numerics, else the repository's)")
     ver.set_defaults(func=cmd_verify)
     from flashsim.check import add_parser as add_check_parser
 

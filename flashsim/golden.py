@@ -17,6 +17,15 @@ import numpy as np
 from flashsim.errors import TraceError
 
 DEFAULT_DIR = Path("traces") / "numerics"
+#: the repository's copy, beside the package (an editable install or a checkout run from anywhere)
+REPOSITORY_DIR = Path(__file__).resolve().parents[1] / "traces" / "numerics"
+
+
+def default_dir() -> Path:
+    """Where the golden numerics data are: ./traces/numerics if present, else the repository's copy."""
+    if DEFAULT_DIR.is_dir():
+        return DEFAULT_DIR
+    return REPOSITORY_DIR
 
 
 @dataclass(frozen=True)
@@ -160,7 +169,8 @@ def replay_all(directory=DEFAULT_DIR) -> list[ReplayResult]:
     directory = Path(directory)
     found = [directory / n for n in REPLAYERS if (directory / n).exists()]
     if not found:
-        raise TraceError(f"{directory}: no golden numerics files ({', '.join(REPLAYERS)})")
+        raise TraceError(f"{directory}: no golden numerics files ({', '.join(REPLAYERS)}); they live in the "
+                         "repository's traces/numerics, which a non-editable install does not carry: pass --golden DIR")
     results = []
     for path in found:
         results += REPLAYERS[path.name](path)

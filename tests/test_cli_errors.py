@@ -88,3 +88,12 @@ def test_every_error_class_is_a_flashsim_error():
     import gpu.check_races
 
     assert gpu.check_banks.CheckError is gpu.check_races.CheckError is runtime.CheckError
+
+
+def test_verify_finds_the_golden_data_from_any_directory(tmp_path, monkeypatch):
+    from flashsim import golden
+
+    monkeypatch.chdir(tmp_path)
+    assert golden.default_dir() == golden.REPOSITORY_DIR and (golden.REPOSITORY_DIR / "f32.npz").exists()
+    (tmp_path / "traces" / "numerics").mkdir(parents=True)
+    assert golden.default_dir() == golden.DEFAULT_DIR  # a local copy wins

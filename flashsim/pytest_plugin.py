@@ -10,7 +10,6 @@ inside the hooks that need them.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
@@ -30,29 +29,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser.getgroup("flashsim", "flashsim: GPU differential tests").addoption)
 
 
-def _in_ci() -> bool:
-    """True when the environment variable CI is set to something other than empty/0/false/no."""
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
-
-
-def _register_hypothesis_profiles(config: pytest.Config, run: RunOptions) -> None:
-    """Register dev/ci/gpu and load one, unless hypothesis is absent or --hypothesis-profile chose."""
+def _gpu_hypothesis_profile(config: pytest.Config) -> None:
+    """Under --gpu only (the plugin's own option): hypothesis' flashsim-gpu profile, more examples and no
+    deadline (a GPU launch is slow to start), unless --hypothesis-profile chose another. Without --gpu the
+    plugin leaves hypothesis alone, so other projects' profiles stay theirs."""
     try:
         from hypothesis import settings
     except ImportError:
         return
-    # parent: hypothesis' defaults, not whatever profile is current (hypothesis auto-loads "ci" under CI)
-    default = settings.get_profile("default")
-    settings.register_profile("dev", parent=default, max_examples=100)
-    settings.register_profile("ci", parent=default, derandomize=True, max_examples=100, deadline=None)
-    settings.register_profile("gpu", parent=default, max_examples=1000, deadline=None)
     try:
         chosen = config.getoption("hypothesis_profile")  # hypothesis' own flag wins when given
     except ValueError:  # hypothesis' pytest plugin not loaded
         chosen = None
     if chosen:
         return
-    settings.load_profile("gpu" if run.gpu else "ci" if _in_ci() else "dev")
+    settings.register_profile("flashsim-gpu", parent=settings.get_profile("default"), max_examples=1000, deadline=None)
+    settings.load_profile("flashsim-gpu")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -63,7 +55,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except ArgumentError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_RUN_OPTIONS] = run
-    _register_hypothesis_profiles(config, run)
+    if run.gpu:
+        _gpu_hypothesis_profile(config)
     if run.gpu:
         from gpu.runtime import GpuUnavailable, device_info
 

@@ -142,9 +142,9 @@ def test_profile():
 @pytest.mark.parametrize(
     ("env_ci", "args", "expected"),
     [
-        (None, (), "PROFILE 100 False 0:00:00.200000"),  # dev: hypothesis' default deadline
-        ("true", (), "PROFILE 100 True None"),  # ci
-        ("1", ("--gpu",), "PROFILE 1000 False None"),  # gpu wins over ci
+        (None, (), "PROFILE 100 False 0:00:00.200000"),  # hypothesis' defaults: the plugin changes nothing
+        ("true", (), "PROFILE 100 True None"),  # hypothesis' own ci profile, not the plugin's doing
+        ("1", ("--gpu",), "PROFILE 1000 False None"),  # under its own option the plugin loads flashsim-gpu
     ],
 )
 def test_hypothesis_profile_selection(pytester, run, monkeypatch, env_ci, args, expected):
@@ -156,3 +156,19 @@ def test_hypothesis_profile_selection(pytester, run, monkeypatch, env_ci, args, 
     result = run("-s", *args)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([f"*{expected}"])
+
+
+OWN_PROFILE_CONFTEST = FAKE_GPU_CONFTEST + """
+from hypothesis import settings
+settings.register_profile("mine", max_examples=7)
+settings.load_profile("mine")
+"""
+
+
+def test_another_projects_hypothesis_profile_is_left_alone(pytester, run):
+    pytest.importorskip("hypothesis")
+    pytester.makeconftest(OWN_PROFILE_CONFTEST)
+    pytester.makepyfile(test_p=PROFILE_TEST)
+    result = run("-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*PROFILE 7 *"])

@@ -68,9 +68,15 @@ def cmd_check(args) -> int:
     from flashsim.kernels import banks
 
     kernels = [k for k in args.kernel.split(",") if k]
+    if not kernels:
+        raise bad_argument("--kernel", args.kernel, f"name at least one kernel from {TWINS}")
     for k in kernels:
         if k not in TWINS:
             raise bad_argument("--kernel", k, f"expected names from {TWINS}")
+    if args.gpu:  # before any simulation: a missing GPU is known at once
+        from gpu.runtime import require_gpu
+
+        require_gpu()
     hk = args.heads if args.heads_k is None else args.heads_k
     sk = args.seqlen if args.seqlen_k is None else args.seqlen_k
     rng = np.random.default_rng(args.seed)
@@ -139,4 +145,7 @@ def cmd_check(args) -> int:
     ran = len(kernels) - len(skipped)
     print(f"\n{ran - len(failed)} of {ran} kernels passed" + (f"; failed: {failed}" if failed else "")
           + (f"; skipped (outside their domain): {skipped}" if skipped else ""))
+    if ran == 0:
+        print("flashsim check: no kernel ran: the problem lies outside every chosen kernel's domain", file=sys.stderr)
+        return 1
     return 1 if failed else 0

@@ -97,3 +97,25 @@ def test_verify_finds_the_golden_data_from_any_directory(tmp_path, monkeypatch):
     assert golden.default_dir() == golden.REPOSITORY_DIR and (golden.REPOSITORY_DIR / "f32.npz").exists()
     (tmp_path / "traces" / "numerics").mkdir(parents=True)
     assert golden.default_dir() == golden.DEFAULT_DIR  # a local copy wins
+
+
+def test_check_refuses_no_kernel_and_fails_when_none_ran(capsys):
+    assert main(["check", "--kernel", ""]) == 2
+    assert "--kernel=''" in capsys.readouterr().err
+    # kernel1 needs headdim 128 and seqlens that are multiples of 64: nothing runs
+    assert main(["check", "--kernel", "kernel1", "--seqlen", "7", "--headdim", "8"]) == 1
+    assert "no kernel ran" in capsys.readouterr().err
+
+
+def test_check_gpu_fails_before_simulating_without_a_gpu(monkeypatch, capsys):
+    import gpu.runtime
+
+    def no_gpu():
+        raise gpu.runtime.GpuUnavailable("no CUDA device (test)")
+
+    monkeypatch.setattr(gpu.runtime, "require_gpu", no_gpu)
+    import flashsim.check as check
+
+    monkeypatch.setattr(check, "np", None)  # any simulation would fail on this: the GPU check must come first
+    assert main(["check", "--gpu", "--kernel", "v5"]) == 2
+    assert "no CUDA device (test)" in capsys.readouterr().err

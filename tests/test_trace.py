@@ -261,6 +261,7 @@ def test_cli_record_show_diff_replay_html(tmp_path, capsys):
     capsys.readouterr()
     assert main(["trace", "diff", str(a), str(b)]) == 1
     text = capsys.readouterr().out
+    assert text.startswith("the two runs had different inputs (sha256 ")  # said first, before the details
     assert "first divergence: CTA 0 warp 0 mma_qk #0 (seq 3)" in text and "ulp" in text
     h = tmp_path / "a.html"
     assert main(["trace", "html", str(a), "--against", str(b), "-o", str(h)]) == 0

@@ -126,6 +126,11 @@ def cmd_diff(args) -> int:
             print(f"flashsim: error: {args.a} and {args.b} differ in {key} ({a.meta[key]} vs {b.meta[key]})",
                   file=sys.stderr)
             return 2
+    ha, hb = a.meta.get("inputs_sha256"), b.meta.get("inputs_sha256")
+    if ha and hb and ha != hb:
+        # different inputs make every difference below expected: say so before anything else
+        print(f"the two runs had different inputs (sha256 {ha[:16]} in {args.a}, {hb[:16]} in {args.b}): "
+              "the differences below are not a divergence of one computation")
     from flashsim.trace.diff import diff
 
     d = diff(a.events, b.events, kernel=a.meta["kernel"], headdim=a.meta["instance_headdim"],

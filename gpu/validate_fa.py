@@ -34,13 +34,17 @@ def _lowp_acc(kernel):
     return "f16" if kernel in ("v5", "v6") else "f32"
 
 
-def _first_diff(a, b):
+def first_diff(a, b, names=("gpu", "twin")):
+    """None when the bit arrays ``a`` and ``b`` are equal (both None counts as equal), else how many
+    elements differ and the first one's index and both values, under ``names``."""
+    if a is None and b is None:
+        return None
     a, b = np.asarray(a).ravel(), np.asarray(b).ravel()
     i = np.nonzero(a != b)[0]
     if i.size == 0:
         return None
     j = int(i[0])
-    return {"count": int(i.size), "first_index": j, "gpu": hex(int(a[j])), "twin": hex(int(b[j]))}
+    return {"count": int(i.size), "first_index": j, names[0]: hex(int(a[j])), names[1]: hex(int(b[j]))}
 
 
 def check_case(case, run_gpu):
@@ -54,8 +58,8 @@ def check_case(case, run_gpu):
     s_out, s_lse = run_twin(kernel, case.q, case.k, case.v, **case.kwargs)
     t2 = time.perf_counter()
     res = {"case": case.describe(), "params": case.params, "gpu_s": round(t1 - t0, 4), "twin_s": round(t2 - t1, 4)}
-    res["out_diff"] = _first_diff(g_out.view(np.uint16), s_out.view(np.uint16))
-    res["lse_diff"] = None if g_lse is None else _first_diff(g_lse.view(np.uint32), s_lse.view(np.uint32))
+    res["out_diff"] = first_diff(g_out.view(np.uint16), s_out.view(np.uint16))
+    res["lse_diff"] = None if g_lse is None else first_diff(g_lse.view(np.uint32), s_lse.view(np.uint32))
     res["identical"] = res["out_diff"] is None and res["lse_diff"] is None
     finite = all(np.isfinite(x.astype(np.float32)).all() for x in (case.q, case.k, case.v))
     if not finite:

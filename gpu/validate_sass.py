@@ -26,6 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from flashsim.kernels import problems
+from gpu.validate_fa import first_diff
+
+GI, IT = ("gpu", "interp"), ("interp", "twin")
 
 GOLDEN_PER_KERNEL = 6
 GOLDEN_MAX_ELEMENTS = 60_000
@@ -34,17 +37,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _bits(x):
     return None if x is None else np.ascontiguousarray(x).view(np.uint16 if x.dtype.itemsize == 2 else np.uint32)
-
-
-def _diff(a, b):
-    if a is None and b is None:
-        return None
-    a, b = np.asarray(a).ravel(), np.asarray(b).ravel()
-    i = np.nonzero(a != b)[0]
-    if i.size == 0:
-        return None
-    j = int(i[0])
-    return {"count": int(i.size), "first_index": j, "a": hex(int(a[j])), "b": hex(int(b[j]))}
 
 
 def interpret(params: dict):
@@ -130,8 +122,8 @@ def main(argv=None) -> int:
                 i_out, i_lse, t_out, t_lse, ti, tt = fut.result()
                 times.append(ti)
                 res = {"case": case.describe(), "params": case.params, "interp_s": round(ti, 3),
-                       "gpu_interp_out": _diff(g_out, i_out), "gpu_interp_lse": _diff(g_lse, i_lse),
-                       "interp_twin_out": _diff(i_out, t_out), "interp_twin_lse": _diff(i_lse, t_lse)}
+                       "gpu_interp_out": first_diff(g_out, i_out, GI), "gpu_interp_lse": first_diff(g_lse, i_lse, GI),
+                       "interp_twin_out": first_diff(i_out, t_out, IT), "interp_twin_lse": first_diff(i_lse, t_lse, IT)}
                 res["gpu_interp"] = res["gpu_interp_out"] is None and res["gpu_interp_lse"] is None
                 res["interp_twin"] = res["interp_twin_out"] is None and res["interp_twin_lse"] is None
                 ok &= res["gpu_interp"] and res["interp_twin"]

@@ -37,7 +37,7 @@ class MemoryPointer:
 class ndarray:
     """A C-contiguous array in simulated device memory."""
 
-    def __init__(self, shape, dtype=np.float32, *, _addr: int | None = None, _nbytes: int | None = None):
+    def __init__(self, shape, dtype=np.float32, *, _addr: int | None = None):
         dt = np.dtype(dtype)
         shp = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
         if any(s < 0 for s in shp):
@@ -45,12 +45,11 @@ class ndarray:
         if dt.hasobject:
             raise bad_argument("dtype", dt, "object arrays cannot live in device memory")
         nbytes = int(np.prod(shp, dtype=np.int64)) * dt.itemsize
-        if _addr is None:
+        if _addr is None:  # a new allocation; else an array over existing device memory (a module global)
             _addr = _MEMORY.alloc(nbytes, name=f"{dt.name}{list(shp)}")
-        self._addr = _addr
-        self._nbytes = nbytes if _nbytes is None else _nbytes
+        self._addr, self._nbytes = _addr, nbytes
         self.shape, self.dtype = shp, dt
-        self._buf = _MEMORY.buffer(_addr) if _nbytes is None else None
+        self._bytes = _MEMORY.view(_addr, nbytes)
 
     # --------------------------------------------------------------------------------- cupy's surface
     @property
@@ -82,8 +81,7 @@ class ndarray:
         return tuple(reversed(st))
 
     def _view(self) -> np.ndarray:
-        buf = self._buf if self._buf is not None else _MEMORY.buffer(self._addr)
-        return buf[: self._nbytes].view(self.dtype).reshape(self.shape)
+        return self._bytes.view(self.dtype).reshape(self.shape)
 
     def get(self) -> np.ndarray:
         """A numpy copy of the contents (cupy's ``a.get()``)."""
@@ -101,16 +99,10 @@ class ndarray:
 
     def reshape(self, *shape) -> "ndarray":
         shp = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        view = self._view().reshape(shp)
-        out = ndarray.__new__(ndarray)
-        out._addr, out._nbytes, out.dtype, out.shape, out._buf = self._addr, self._nbytes, self.dtype, view.shape, self._buf
-        return out
+        return ndarray(self._view().reshape(shp).shape, self.dtype, _addr=self._addr)
 
     def view(self, dtype) -> "ndarray":
-        v = self._view().view(dtype)
-        out = ndarray.__new__(ndarray)
-        out._addr, out._nbytes, out.dtype, out.shape, out._buf = self._addr, self._nbytes, np.dtype(dtype), v.shape, self._buf
-        return out
+        return ndarray(self._view().view(dtype).shape, dtype, _addr=self._addr)
 
     def __len__(self) -> int:
         return self.shape[0]

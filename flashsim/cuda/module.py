@@ -160,15 +160,7 @@ class RawModule:
         addr = self._globals.get(name)
         if addr is None:
             raise bad_argument("name", name, f"no global of that name (globals: {sorted(self._globals)})")
-        sym = self._elf.symbols[name]
-        out = ndarray.__new__(ndarray)
-        start = next(s for s in self._mem._starts if s <= addr and addr < s + max(1, len(self._mem.buffer(s))))
-        buf = self._mem.buffer(start)
-        off = addr - start
-        out._addr, out._nbytes, out.dtype, out.shape = addr, int(sym["size"]), np.dtype(np.uint8), (int(sym["size"]),)
-        out._buf = None
-        out._view = lambda b=buf, o=off, n=int(sym["size"]): b[o:o + n]
-        return out
+        return ndarray((int(self._elf.symbols[name]["size"]),), np.uint8, _addr=addr)
 
     def compile(self) -> None:
         """Disassemble every kernel now (cupy compiles lazily; errors then surface here)."""

@@ -51,6 +51,14 @@ class GlobalMemory:
             raise bad_argument("addr", hex(addr), "not the start of a device allocation")
         return self._bufs[i][: self._ends[i] - self._starts[i]]
 
+    def view(self, addr: int, nbytes: int) -> np.ndarray:
+        """The ``nbytes`` bytes at ``addr`` (inside one allocation) as a writable uint8 view."""
+        i = self._find(addr)
+        if i is None or addr + nbytes > self._ends[i]:
+            raise bad_argument("addr", hex(addr), f"{nbytes} bytes there are not inside one device allocation")
+        off = addr - self._starts[i]
+        return self._bufs[i][off:off + nbytes]
+
     def _find(self, addr: int):
         import bisect
 

@@ -23,7 +23,6 @@ import math
 
 import numpy as np
 
-from flashsim.errors import bad_argument
 from flashsim.sass.machine import ExecOptions, Machine
 from flashsim.smem import MAX_PER_CTA as MAX_SMEM_PER_CTA  # cudaDevAttrMaxSharedMemoryPerBlockOptin
 from flashsim.smem import RESERVED as RESERVED_SMEM  # reservedSharedMemPerBlock, at 0x000-0x3ff

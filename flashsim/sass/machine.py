@@ -23,14 +23,12 @@ While every live lane runs at one PC (the common case), the step costs no schedu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
-
 import numpy as np
 
 from flashsim.errors import FlashsimError, SimulatedFault
-from flashsim.sass.isa import PT, RZ, URZ, Instr
+from flashsim.sass.isa import PT, Instr
 
-__all__ = ["BarrierDeadlock", "ExecOptions", "Machine", "StepBudgetExceeded", "fault"]
+__all__ = ["BarrierDeadlock", "ExecOptions", "Machine", "StepBudgetExceeded", "fault", "lane_bits", "lanes_of"]
 
 RUN, EXITED, WAIT, BAR, NONE = 0, 1, 2, 3, 4
 _BIG = np.int64(1) << 62
@@ -53,6 +51,16 @@ class ExecOptions:
     ctas_per_batch: int = 256  # CTAs simulated together (memory grows with it)
     clock_step: int = 1  # SR_CLOCKLO advances by this per executed instruction (a deterministic clock)
     starve_steps: int = 256  # a runnable lane passed over for this many steps runs next (forward progress)
+
+
+def lanes_of(m: "Machine", ex) -> np.ndarray:
+    """The lanes an instruction acts on: ``ex`` (bools, (A, W, 32)), or every runnable lane when None."""
+    return (m.st == RUN) if ex is None else np.asarray(ex, bool)
+
+
+def lane_bits(lanes: np.ndarray) -> np.ndarray:
+    """(..., 32) bools -> (...) uint32 lane masks (bit i = lane i)."""
+    return (lanes.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=-1).astype(np.uint32)
 
 
 def fault(kind: str, m: "Machine", ins: Instr, mask: np.ndarray, addr: np.ndarray, detail: str = "") -> SimulatedFault:
@@ -109,11 +117,11 @@ class Machine:
         self.warp_steps = 0
         self.clock = 0
         self.bar_count: dict = {}
+        self.wait_need = np.zeros((A, W, 32), np.uint64)  # per waiting lane: the lanes it waits for
         self.bar_result = np.zeros((A, W), np.int64)  # the last barrier reduction's result, per warp
         # the lock-step fast path: every live lane is runnable and at self.cur
         self.together = True
         self.cur = 0
-        self.ret_stack: list = []
         self._rng = None if self.options.schedule_seed is None else np.random.default_rng(self.options.schedule_seed)
         self._live_warps = int((self.st != NONE).any(axis=2).sum())
         self._waited = None  # per lane: scheduling steps since it last ran (while lanes run apart)
@@ -121,9 +129,6 @@ class Machine:
     # ------------------------------------------------------------------------------------ helpers
     def cta_coords(self, a: int) -> tuple[int, int, int]:
         return int(self.ctaid[0][a]), int(self.ctaid[1][a]), int(self.ctaid[2][a])
-
-    def live(self) -> np.ndarray:
-        return self.st != NONE
 
     # ------------------------------------------------------------------------------------ the loop
     def run(self) -> None:
@@ -166,7 +171,7 @@ class Machine:
         if not run.any():
             if (self.st == EXITED).sum() + (self.st == NONE).sum() == self.st.size:
                 return None
-            if self._release_barriers():
+            if (self.st == WAIT).any() and self._release_convergence():
                 return self._pick()
             self._deadlock()
         pcs = np.where(run, self.pc, _BIG)
@@ -199,18 +204,7 @@ class Machine:
             self.pc[self.st == RUN] = self.cur
             self.together = False
 
-    def active_lanes(self, active) -> np.ndarray:
-        return (self.st == RUN) if active is None else active
-
     # ------------------------------------------------------------------------------------ barriers
-    def _release_barriers(self) -> bool:
-        """Release convergence waits and CTA barriers that are complete; True if any lane was freed."""
-        freed = False
-        wait = self.st == WAIT
-        if wait.any():
-            freed |= self._release_convergence()
-        return freed
-
     def _release_convergence(self) -> bool:
         # lanes waiting at BSYNC/WARPSYNC: a warp whose waiting lanes cover every lane they wait for
         # (the barrier's lanes that have not exited) moves on together.
@@ -232,8 +226,6 @@ class Machine:
 
     def wait_at(self, lanes: np.ndarray, pc: int, need: np.ndarray) -> None:
         """Park ``lanes`` at ``pc`` until every live lane of ``need`` (per lane, uint32 masks) is there."""
-        if not hasattr(self, "wait_need"):
-            self.wait_need = np.zeros(self.st.shape, np.uint64)
         self.leave_together()
         self.st[lanes] = WAIT
         self.pc[lanes] = pc
@@ -256,7 +248,7 @@ class Machine:
         raise BarrierDeadlock(msg)
 
     def _over_budget(self, pc, active):
-        lanes = self.active_lanes(active)
+        lanes = lanes_of(self, active)
         a, w, _ = (int(v) for v in np.argwhere(lanes)[0]) if lanes.any() else (0, 0, 0)
         raise StepBudgetExceeded(
             f"the launch exceeded its step budget of {self.options.max_steps} steps (an infinite loop?): "
@@ -264,7 +256,7 @@ class Machine:
             "if the kernel really runs that long")
 
     def _bad_pc(self, pc, active):
-        lanes = self.active_lanes(active)
+        lanes = lanes_of(self, active)
         a, w, l = (int(v) for v in np.argwhere(lanes)[0]) if lanes.any() else (0, 0, 0)
         raise SimulatedFault("illegal instruction address", cta=int(self.cta_ids[a]), warp=w, lane=l, addr=pc,
                              detail=f"pc={pc:#06x} is outside the kernel's code")
@@ -275,7 +267,7 @@ class Machine:
         """Warps of ``active`` arrive at named barrier ``bar_id`` (per warp); with ``wait`` they block until
         ``count`` threads (default: every live thread of the CTA) have arrived. ``red`` = (op, per-lane
         predicate values): a reduction over the arriving threads, left in ``bar_result`` of each warp."""
-        lanes = self.active_lanes(active)
+        lanes = lanes_of(self, active)
         warps = lanes.any(axis=2)
         self.leave_together()
         if wait:

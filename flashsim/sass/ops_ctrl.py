@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from flashsim.sass.machine import EXITED, NONE, RUN
+from flashsim.sass.machine import EXITED, NONE, RUN, lane_bits, lanes_of
 from flashsim.sass.program import Ctx, semantic
 
 
@@ -28,13 +28,9 @@ def _target(ctx: Ctx, op) -> int:
     raise ctx.unsupported(f"branch target {op.text!r}")
 
 
-def _all(m, active):
-    return (m.st == RUN) if active is None else active
-
-
 def jump(m, pc: int, taken, active, target) -> str:
     """Lanes ``taken`` go to ``target`` (an int or per-lane array); the rest of ``active`` fall through."""
-    act = _all(m, active)
+    act = lanes_of(m, active)
     tk = np.broadcast_to(taken, act.shape) & act
     if np.ndim(target) == 0 and active is None and tk.sum() == act.sum():
         m.cur = int(target)  # every lane of the lock-step group takes it
@@ -68,7 +64,7 @@ def bra(ctx: Ctx):
 
     @control
     def run(m, ex, active):
-        taken = _all(m, ex) if ex is not None else _all(m, active)
+        taken = lanes_of(m, ex) if ex is not None else lanes_of(m, active)
         if ex is None:
             taken = np.ones((), bool) if active is None else active
         if cond is not None:
@@ -88,8 +84,8 @@ def _bra_div(ctx: Ctx):
 
     @control
     def run(m, ex, active):
-        lanes = _all(m, active) if ex is None else ex
-        have = _lane_bits(lanes)
+        lanes = lanes_of(m, active) if ex is None else ex
+        have = lane_bits(lanes)
         want = np.broadcast_to(np.asarray(rmask(m), np.uint32), m.st.shape)[..., 0]
         diverged = (have & want) != want
         return jump(m, pc, lanes & diverged[..., None], active, tgt)
@@ -107,7 +103,7 @@ def brx(ctx: Ctx):
 
     @control
     def run(m, ex, active):
-        taken = _all(m, active) if ex is None else ex
+        taken = lanes_of(m, active) if ex is None else ex
         tgt = m.R[reg].astype(np.int64) + extra
         return jump(m, pc, taken, active, tgt)
     return run
@@ -119,7 +115,7 @@ def exit_(ctx: Ctx):
 
     @control
     def run(m, ex, active):
-        act = _all(m, active)
+        act = lanes_of(m, active)
         gone = act if ex is None else (np.asarray(ex) & act)
         if active is None and gone.sum() == act.sum():
             m.st[gone] = EXITED
@@ -136,11 +132,6 @@ def exit_(ctx: Ctx):
     return run
 
 
-def _lane_bits(lanes: np.ndarray) -> np.ndarray:
-    """(A, W, 32) bools -> (A, W) uint32 lane masks."""
-    return (lanes.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=2).astype(np.uint32)
-
-
 @semantic("BSSY", family="control")
 def bssy(ctx: Ctx):
     # BSSY Bn, reconvergence: Bn = the lanes executing it (the lanes a later BSYNC Bn waits for)
@@ -148,9 +139,9 @@ def bssy(ctx: Ctx):
 
     @control
     def run(m, ex, active):
-        lanes = _all(m, active) if ex is None else ex
+        lanes = lanes_of(m, active) if ex is None else ex
         warps = lanes.any(axis=2)
-        m.B[b] = np.where(warps, _lane_bits(lanes), m.B[b])
+        m.B[b] = np.where(warps, lane_bits(lanes), m.B[b])
         return None
     return run
 
@@ -163,17 +154,17 @@ def break_(ctx: Ctx):
 
     @control
     def run(m, ex, active):
-        lanes = _all(m, active) if ex is None else ex
+        lanes = lanes_of(m, active) if ex is None else ex
         if cond is not None:
             lanes = lanes & cond(m)
-        m.B[b] &= ~_lane_bits(lanes)
+        m.B[b] &= ~lane_bits(lanes)
         return None
     return run
 
 
 def _converge(m, pc: int, ex, active, need: np.ndarray) -> str:
     """Lanes ``ex`` wait at ``pc`` for every live lane of ``need`` ((A, W) uint32 masks) to arrive."""
-    act = _all(m, active)
+    act = lanes_of(m, active)
     lanes = act if ex is None else (np.asarray(ex) & act)
     if active is None and ex is None:
         return None  # lock-step: every live lane is already here
@@ -211,7 +202,7 @@ def warpsync(ctx: Ctx):
         need = np.full((m.A, m.W), 0xFFFFFFFF, np.uint32) if mask is None else \
             np.broadcast_to(np.asarray(mask(m), np.uint32), m.st.shape)[..., 0].copy()
         if m.smem is not None and m.smem.shadow is not None:
-            m.smem.warp_barrier(_all(m, active).any(axis=2))
+            m.smem.warp_barrier(lanes_of(m, active).any(axis=2))
         return _converge(m, pc, ex, active, need)
     return run
 
@@ -241,7 +232,7 @@ def ret(ctx: Ctx):
 
     @control
     def run(m, ex, active):
-        act = _all(m, active)
+        act = lanes_of(m, active)
         taken = act if ex is None else ex
         tgt = m.R[reg].astype(np.int64)
         vals = tgt[act]
@@ -272,7 +263,7 @@ def bar(ctx: Ctx):
 
     @control
     def run(m, ex, active):
-        lanes = _all(m, active) if ex is None else ex
+        lanes = lanes_of(m, active) if ex is None else ex
         bid = np.broadcast_to(np.asarray(rid(m)), m.st.shape)[..., 0]
         cnt = None if rcount is None else np.broadcast_to(np.asarray(rcount(m)), m.st.shape)[..., 0]
         if red is not None:
@@ -281,7 +272,7 @@ def bar(ctx: Ctx):
         else:
             m.bar_arrive(lanes, bid, cnt, pc, wait)
         if ex is not None:  # lanes whose guard is false fall through
-            act = _all(m, active)
+            act = lanes_of(m, active)
             m.pc[act & ~lanes] = pc + 16
         return "moved"
     return run

@@ -14,7 +14,7 @@ import numpy as np
 
 from flashsim.numerics import fp32
 from flashsim.sass.isa import RZ, URZ
-from flashsim.sass.machine import fault
+from flashsim.sass.machine import fault, lanes_of
 from flashsim.sass.program import Ctx, semantic
 from flashsim.warp import ldmatrix, ld_shared, st_shared, stmatrix
 from flashsim.warp.memory import cp_async_commit_group, cp_async_wait_group
@@ -59,10 +59,6 @@ def _address(ctx: Ctx, i: int, wide: bool):
     return addr
 
 
-def _lanes(m, ex) -> np.ndarray:
-    return (m.st == 0) if ex is None else np.asarray(ex, bool)
-
-
 def _regs_of(ctx: Ctx, i: int, words: int):
     op = ctx.ops[i]
     if op.kind == "r" and op.index == RZ:
@@ -104,7 +100,7 @@ def ldg(ctx: Ctx):
     wd = _write_loaded(ctx, 0, words)
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         if not lanes.any():
             return
         ad = addr(m)
@@ -126,7 +122,7 @@ def stg(ctx: Ctx):
     rd = _regs_of(ctx, 1, words)
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         if not lanes.any():
             return
         ad = addr(m)
@@ -152,7 +148,7 @@ def lds(ctx: Ctx):
     tag = f"{ctx.ins.pc:#06x}"
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         if not lanes.any():
             return
         regs, _ = ld_shared(m.smem, addr(m), bits=8 * width, active=lanes, signed=signed, tag=tag)
@@ -169,26 +165,31 @@ def sts(ctx: Ctx):
     tag = f"{ctx.ins.pc:#06x}"
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         if not lanes.any():
             return
         st_shared(m.smem, addr(m), rd(m), bits=8 * width, active=lanes, tag=tag)
     return run
 
 
+def _matrix_form(ctx: Ctx) -> tuple[int, bool]:
+    """(matrices, transposed) of an LDSM/STSM: .16.M88 or .16.MT88, then .2 or .4 (none for one matrix)."""
+    mods = ctx.ins.mods
+    ctx.need(len(mods) >= 2 and mods[0] == "16" and mods[1] in ("M88", "MT88") and
+             (len(mods) == 2 or mods[2:] in (("2",), ("4",))), f"{ctx.ins.opcode} form {ctx.ins.name}")
+    return (int(mods[2]) if len(mods) == 3 else 1), mods[1] == "MT88"
+
+
 @semantic("LDSM", family="mem")
 def ldsm(ctx: Ctx):
-    # LDSM.16.{M88,MT88}.{1,2,4} d, [a]: ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16
-    mods = ctx.ins.mods
-    ctx.need("16" in mods and ("M88" in mods or "MT88" in mods), f"LDSM form {ctx.ins.name}")
-    num = int(mods[-1]) if mods[-1].isdigit() else 1  # .x1 has no count suffix
-    trans = "MT88" in mods
+    # LDSM.16.{M88,MT88}[.2|.4] d, [a]: ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16
+    num, trans = _matrix_form(ctx)
     addr = _shared_addr(ctx, 1)
     wd = _write_loaded(ctx, 0, num)
     tag = f"{ctx.ins.pc:#06x}"
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         regs, _ = ldmatrix(m.smem, addr(m), num=num, trans=trans, active=lanes.any(axis=2), tag=tag)
         wd(m, regs, lanes)
     return run
@@ -196,16 +197,14 @@ def ldsm(ctx: Ctx):
 
 @semantic("STSM", family="mem")
 def stsm(ctx: Ctx):
-    mods = ctx.ins.mods
-    ctx.need("16" in mods and ("M88" in mods or "MT88" in mods), f"STSM form {ctx.ins.name}")
-    num = int(mods[-1]) if mods[-1].isdigit() else 1  # .x1 has no count suffix
-    trans = "MT88" in mods
+    # STSM.16.{M88,MT88}[.2|.4] [a], r: stmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16
+    num, trans = _matrix_form(ctx)
     addr = _shared_addr(ctx, 0)
     rd = _regs_of(ctx, 1, num)
     tag = f"{ctx.ins.pc:#06x}"
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         stmatrix(m.smem, addr(m), rd(m), num=num, trans=trans, active=lanes.any(axis=2), tag=tag)
     return run
 
@@ -260,7 +259,7 @@ def ldl(ctx: Ctx):
     wd = _write_loaded(ctx, 0, max(1, width // 4))
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         wd(m, local_load(m, ctx, lanes, addr(m), width, signed), lanes)
     return run
 
@@ -272,7 +271,7 @@ def stl(ctx: Ctx):
     rd = _regs_of(ctx, 1, max(1, width // 4))
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         local_store(m, ctx, lanes, addr(m), rd(m), width)
     return run
 
@@ -308,7 +307,7 @@ def ldgsts(ctx: Ctx):
     tag = f"{ctx.ins.pc:#06x}"
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         if not lanes.any():
             return
         d = dst(m)
@@ -351,7 +350,7 @@ def ldgsts(ctx: Ctx):
 @semantic("LDGDEPBAR", family="mem")
 def ldgdepbar(ctx: Ctx):
     def run(m, ex):
-        cp_async_commit_group(m.smem, active=_lanes(m, ex))
+        cp_async_commit_group(m.smem, active=lanes_of(m, ex))
     return run
 
 
@@ -365,7 +364,7 @@ def depbar(ctx: Ctx):
         n = ops[1].value
 
         def run(m, ex):
-            cp_async_wait_group(m.smem, n, active=_lanes(m, ex))
+            cp_async_wait_group(m.smem, n, active=lanes_of(m, ex))
         return run
     return lambda m, ex: None
 
@@ -375,43 +374,50 @@ _ATOM_OPS = ("ADD", "MIN", "MAX", "INC", "DEC", "AND", "OR", "XOR", "EXCH", "CAS
 
 
 def _atomic_apply(op: str, typ: str, old: np.ndarray, val: np.ndarray, cmp: np.ndarray | None, ftz: bool):
-    """The new value of one atomic step (scalar arrays of one lane each)."""
+    """The new values of one atomic step on arrays of words (uint32, or uint64 for 64-bit types)."""
     if typ == "F32":
-        if op == "ADD":
+        if op == "ADD":  # RED/ATOM.ADD.F32.FTZ.RN: an FADD.FTZ
             return fp32.add(old.astype(np.uint32), val.astype(np.uint32), ftz=ftz)
         if op in ("MIN", "MAX"):
             f = fp32.fmin if op == "MIN" else fp32.fmax
             return f(old.astype(np.uint32), val.astype(np.uint32))
-    bits = 64 if typ in ("64", "U64", "S64") else 32
-    mask = (1 << bits) - 1
-    o, v = int(old) & mask, int(val) & mask
-    signed = typ in ("S32", "S64")
+        raise NotImplementedError(f"atomic {op}.F32")
+    dt = np.uint64 if typ in ("64", "U64", "S64") else np.uint32
+    o, v = old.astype(dt), val.astype(dt)
+    if op in ("MIN", "MAX"):
+        sdt = np.int64 if dt is np.uint64 else np.int32
+        a, b = (o.view(sdt), v.view(sdt)) if typ in ("S32", "S64") else (o, v)
+        r = np.minimum(a, b) if op == "MIN" else np.maximum(a, b)
+        return np.asarray(r).view(dt)
+    table = {
+        "ADD": lambda: o + v, "SAFEADD": lambda: o + v, "AND": lambda: o & v, "OR": lambda: o | v,
+        "XOR": lambda: o ^ v, "EXCH": lambda: v,
+        "INC": lambda: np.where(o >= v, dt(0), o + dt(1)),  # atom.inc: wraps to 0 past val
+        "DEC": lambda: np.where((o == 0) | (o > v), v, o - dt(1)),  # atom.dec: wraps to val at 0 or past it
+        "CAS": lambda: np.where(o == cmp.astype(dt), v, o),
+    }
+    if op not in table:
+        raise NotImplementedError(f"atomic {op}")
+    with np.errstate(over="ignore"):
+        return np.asarray(table[op]()).astype(dt)
 
-    def sx(x):
-        return x - (1 << bits) if signed and x >> (bits - 1) else x
-    if op in ("ADD", "SAFEADD"):
-        r = o + v
-    elif op == "MIN":
-        r = min(sx(o), sx(v))
-    elif op == "MAX":
-        r = max(sx(o), sx(v))
-    elif op == "INC":
-        r = 0 if o >= v else o + 1
-    elif op == "DEC":
-        r = v if (o == 0 or o > v) else o - 1
-    elif op == "AND":
-        r = o & v
-    elif op == "OR":
-        r = o | v
-    elif op == "XOR":
-        r = o ^ v
-    elif op == "EXCH":
-        r = v
-    elif op == "CAS":
-        r = v if o == (int(cmp) & mask) else o
-    else:
-        raise NotImplementedError(op)
-    return np.uint64(r & mask)
+
+def _atomic_words(buf: np.ndarray, k: np.ndarray, op: str, typ: str, vals, cmps, ftz: bool) -> np.ndarray:
+    """Apply the atomics of lanes (in order) to words ``k`` of ``buf``; returns each lane's old word.
+
+    Lanes apply one after another in (cta, warp, lane) order (for a float add this order decides the
+    rounding, which the device leaves unspecified). Vectorised by rounds: each round applies, at once,
+    the earliest pending lane of every word, so the rounds are as many as the most lanes on one word."""
+    old = np.empty(k.shape, buf.dtype)
+    pending = np.arange(k.size)
+    while pending.size:
+        _, first = np.unique(k[pending], return_index=True)
+        sel = pending[first]
+        cur = buf[k[sel]]
+        old[sel] = cur
+        buf[k[sel]] = _atomic_apply(op, typ, cur, vals[sel], None if cmps is None else cmps[sel], ftz)
+        pending = np.delete(pending, first)
+    return old
 
 
 def _atomic_factory(ctx: Ctx, space: str):
@@ -452,7 +458,7 @@ def _atomic_factory(ctx: Ctx, space: str):
     width = 4 * words
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         if not lanes.any():
             return
         ad = addr(m)
@@ -463,30 +469,21 @@ def _atomic_factory(ctx: Ctx, space: str):
             a, idx = _global_check(m, ctx, lanes, ad, width)
         else:
             m.smem.check_access(ad, width, lanes, ctx.ins.text)
-        # lanes apply one after another in (cta, warp, lane) order; for float adds this order decides the
-        # rounding of the sum, which the device does not specify
-        for n, (c, w, l) in enumerate(zip(*np.nonzero(lanes))):
-            if space == "global":
-                i_ = int(idx[n])
-                off = int(a[n] - np.uint64(m.mem.start(i_)))
-                view = m.mem.word_view(i_, np.uint64 if words == 2 else np.uint32)
-                k = off // width
-            else:
-                view = m.smem.data[c].view(np.uint64 if words == 2 else np.uint32)
-                k = int(ad[c, w, l]) // width
-            old = view[k]
-            v = vals[c, w, l]
-            v = (int(v[0]) | (int(v[1]) << 32)) if words == 2 else v[0]
-            cv = None
-            if cas:
-                cc = cmps[c, w, l]
-                cv = (int(cc[0]) | (int(cc[1]) << 32)) if words == 2 else cc[0]
-            new = _atomic_apply(op, typ, np.asarray(old), np.asarray(v), cv, ftz)
-            view[k] = new
-            if words == 2:
-                out[c, w, l] = (int(old) & 0xFFFFFFFF, int(old) >> 32)
-            else:
-                out[c, w, l, 0] = old
+        c, w, l = np.nonzero(lanes)  # lane order: (cta, warp, lane)
+        wdt = np.uint64 if words == 2 else np.uint32
+        v = np.ascontiguousarray(vals[c, w, l]).view(wdt)[:, 0]
+        cv = np.ascontiguousarray(cmps[c, w, l]).view(wdt)[:, 0] if cas else None
+        got = np.empty(v.shape, wdt)
+        if space == "global":
+            for i_ in np.unique(idx):  # one word array per allocation
+                sel = idx == i_
+                k = ((a[sel] - np.uint64(m.mem.start(int(i_)))) // np.uint64(width)).astype(np.int64)
+                got[sel] = _atomic_words(m.mem.word_view(int(i_), wdt), k, op, typ, v[sel],
+                                         None if cv is None else cv[sel], ftz)
+        else:  # every CTA's shared memory, as one word array
+            k = c * (m.smem.size // width) + ad[c, w, l] // width
+            got = _atomic_words(m.smem.data.reshape(-1).view(wdt), k, op, typ, v, cv, ftz)
+        out[c, w, l] = got[:, None].view(np.uint32).reshape(-1, words)
         if wd is not None:
             wd(m, out, lanes)
     return run
@@ -506,7 +503,7 @@ def atom_generic(ctx: Ctx):
     addr = _address(ctx, i, True)
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         sh, lo, gl, _, _ = _generic_spaces(m, lanes, addr(m))
         if lo.any():
             raise fault("atomic on a local address", m, ctx.ins, lo, addr(m), "atomics need global or shared memory")
@@ -552,7 +549,7 @@ def ld_generic(ctx: Ctx):
     tag = f"{ctx.ins.pc:#06x}"
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         if not lanes.any():
             return
         ad = addr(m)
@@ -582,7 +579,7 @@ def st_generic(ctx: Ctx):
     tag = f"{ctx.ins.pc:#06x}"
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         if not lanes.any():
             return
         ad = addr(m)

@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from flashsim.sass.machine import lane_bits, lanes_of
 from flashsim.sass.program import Ctx, semantic
 from flashsim.warp import movmatrix
 from flashsim.warp.shfl import shfl_sync
-
-
-def _lanes(m, ex):
-    return (m.st == 0) if ex is None else np.asarray(ex, bool)
-
-
-def _bits(lanes: np.ndarray) -> np.ndarray:
-    return (lanes.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=-1).astype(np.uint32)
 
 
 @semantic("SHFL", family="warp")
@@ -27,11 +20,11 @@ def shfl(ctx: Ctx):
     ra, rb, rc = ctx.raw(2), ctx.u32(3), ctx.u32(4)
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         a = np.broadcast_to(np.asarray(ra(m), np.uint32), lanes.shape)
         b = np.broadcast_to(np.asarray(rb(m), np.uint32).astype(np.int64), lanes.shape)
         c = np.broadcast_to(np.asarray(rc(m), np.uint32).astype(np.int64), lanes.shape)
-        d, p, _ = shfl_sync(mode, a, b, c, _bits(lanes), active=lanes)
+        d, p, _ = shfl_sync(mode, a, b, c, lane_bits(lanes), active=lanes)
         wd(m, d, lanes)
         wp(m, p, lanes)
     return run
@@ -61,7 +54,7 @@ def vote(ctx: Ctx):
     def run(m, ex):
         lanes = (m.st == 0) if ex is None else (np.asarray(ex)[..., None] & (m.st == 0) if uniform else ex)
         v = np.broadcast_to(rq(m), lanes.shape) & lanes
-        ballot = _bits(v)
+        ballot = lane_bits(v)
         if kind == "ANY":
             pv = v.any(axis=2)
         elif kind == "ALL":
@@ -83,18 +76,6 @@ def vote(ctx: Ctx):
 _HMMA_SHAPE = {"16816": ("m16n8k16", 16, 4, 2), "1688": ("m16n8k8", 8, 2, 1)}
 
 
-def _register_major(frag):
-    """Flat index maps between a fragment's tile (row-major) and its registers laid out as the machine
-    keeps them, register-major: (reg, lane, half) (the register file is (regs, ctas, warps, 32))."""
-    v = frag.owner_value
-    gather = ((v // frag.elems) * LANE_ELEMS[frag.elems] + frag.owner_lane * frag.elems + v % frag.elems).reshape(-1)
-    scatter = (frag.row * frag.cols + frag.col).transpose(1, 0, 2).reshape(-1)
-    return gather, scatter
-
-
-LANE_ELEMS = {1: 32, 2: 64}
-
-
 @semantic("HMMA", family="mma")
 def hmma(ctx: Ctx):
     # HMMA.{16816,1688}.{F32,F16}[.BF16] d, a, b, c: mma.sync.aligned.m16n8k{16,8}.row.col (numerics.mma),
@@ -113,7 +94,7 @@ def hmma(ctx: Ctx):
     nc = 4 if ctype == "f32" else 2
     key = f"mma.{shape}"
     fa, fb, fc_ = FRAGMENTS[(key, "A")], FRAGMENTS[(key, "B")], FRAGMENTS[(key, f"C.{ctype}")]
-    (ga, _), (gb, _), (gc, sc) = _register_major(fa), _register_major(fb), _register_major(fc_)
+    ga, gb, gc, sc = fa.gather_rm, fb.gather_rm, fc_.gather_rm, fc_.scatter_rm
     ops = ctx.ops
     for i, n in ((1, na), (2, nb), (3, nc)):
         ctx.need(ops[i].kind == "r", f"{ctx.ins.text}")
@@ -132,7 +113,7 @@ def hmma(ctx: Ctx):
         return t.reshape(-1, rows, cols)
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         warps = lanes.any(axis=2)
         if not warps.any():
             return
@@ -166,7 +147,7 @@ def movm(ctx: Ctx):
     wd = ctx.dst_n(0, 1)
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         d, _ = movmatrix(ra(m))
         wd(m, d, lanes)
     return run
@@ -185,10 +166,10 @@ def redux(ctx: Ctx):
     src = ctx.ops[1]
     ctx.need(src.kind == "r", f"{ctx.ins.text}")
     reg = src.index
-    wd = ctx.dst(0)  # an uniform register (the instruction is not U*-named, write it directly)
+    wd = ctx.dst(0)  # an uniform register: written per warp
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         v = m.R[reg] if reg != 255 else np.zeros(lanes.shape, np.uint32)
         if op == "SUM":
             r = (np.where(lanes, v, 0).astype(np.uint64).sum(axis=2) & 0xFFFFFFFF).astype(np.uint32)
@@ -202,7 +183,7 @@ def redux(ctx: Ctx):
             x = np.where(lanes, v, ident)
             f = {"AND": np.bitwise_and, "OR": np.bitwise_or, "XOR": np.bitwise_xor}[op]
             r = f.reduce(x, axis=2).astype(np.uint32)
-        m.UR[ctx.ops[0].index][lanes.any(axis=2)] = r[lanes.any(axis=2)] if ctx.ops[0].index != 63 else 0
+        wd(m, r, lanes.any(axis=2))
     return run
 
 
@@ -213,20 +194,19 @@ def match(ctx: Ctx):
     kind = "ANY" if "ANY" in ctx.mods else "ALL" if "ALL" in ctx.mods else None
     ctx.need(kind is not None, f"{ctx.ins.name}")
     wide = "U64" in ctx.mods
-    src = ctx.ops[-1]
     rd = ctx.u64(len(ctx.ops) - 1) if wide else ctx.raw(len(ctx.ops) - 1)
     wd = ctx.dst(0)
     wp = ctx.dst(1) if kind == "ALL" else None
 
     def run(m, ex):
-        lanes = _lanes(m, ex)
+        lanes = lanes_of(m, ex)
         v = np.broadcast_to(np.asarray(rd(m)), lanes.shape)
         same = (v[..., :, None] == v[..., None, :]) & lanes[..., None, :]
         masks = (same.astype(np.uint64) << np.arange(32, dtype=np.uint64)).sum(axis=-1).astype(np.uint32)
         if kind == "ANY":
             wd(m, masks, lanes)
             return
-        act = _bits(lanes)[..., None]
+        act = lane_bits(lanes)[..., None]
         eq = masks == act
         alleq = (eq | ~lanes).all(axis=2, keepdims=True)
         wd(m, np.where(alleq, act, np.uint32(0)), lanes)

@@ -35,6 +35,25 @@ def semantic(*opcodes: str, family: str):
     return deco
 
 
+#: operand kind -> (machine array, the row that reads as zero / true and drops writes)
+_STATE = {"r": ("R", RZ), "ur": ("UR", URZ), "p": ("P", PT), "up": ("UP", PT)}
+
+
+def _row_writer(kind: str, idx: int):
+    """Writer of row ``idx`` of a machine state array: all of it (ex None) or where ``ex`` holds."""
+    name, zero = _STATE[kind]
+    if idx == zero:
+        return lambda m, v, ex: None
+
+    def w(m, v, ex):
+        row = getattr(m, name)[idx]
+        if ex is None:
+            row[...] = v
+        else:
+            np.copyto(row, v, where=ex, casting="unsafe")
+    return w
+
+
 class Ctx:
     """Compile-time view of one instruction: operand readers/writers for its semantic."""
 
@@ -153,25 +172,24 @@ class Ctx:
         op = self.ops[i]
         return self.pred_of(op)
 
-    def pred_of(self, op: Operand) -> Reader:
+    def pred_of(self, op: Operand, uniform: bool | None = None) -> Reader:
+        """A predicate as bools: per lane (A, W, 32) for a vector instruction (an UP broadcast over the
+        lanes), per warp (A, W) for a uniform one; ``uniform`` overrides the instruction's datapath."""
+        uniform = self.uniform if uniform is None else uniform
         inv = op.invert
+        if op.kind not in ("p", "up"):
+            raise self.unsupported(f"operand {op.text!r} as a predicate")
+        if op.kind == "p" and uniform:
+            raise self.unsupported(f"a lane predicate {op.text} in a uniform instruction")
+        if op.index == PT:
+            v = np.bool_(not inv)
+            return lambda m: v
+        idx = op.index
         if op.kind == "p":
-            if self.uniform:
-                raise self.unsupported(f"a lane predicate {op.text} in a uniform instruction")
-            if op.index == PT:
-                v = np.bool_(not inv)
-                return lambda m: v
-            idx = op.index
             return (lambda m: ~m.P[idx]) if inv else (lambda m: m.P[idx])
-        if op.kind == "up":
-            if op.index == PT:
-                v = np.bool_(not inv)
-                return lambda m: v
-            idx = op.index
-            if self.uniform:
-                return (lambda m: ~m.UP[idx]) if inv else (lambda m: m.UP[idx])
-            return (lambda m: ~m.UP[idx][..., None]) if inv else (lambda m: m.UP[idx][..., None])
-        raise self.unsupported(f"operand {op.text!r} as a predicate")
+        if uniform:
+            return (lambda m: ~m.UP[idx]) if inv else (lambda m: m.UP[idx])
+        return (lambda m: ~m.UP[idx][..., None]) if inv else (lambda m: m.UP[idx][..., None])
 
     def special(self, op: Operand) -> Reader:
         name = op.name
@@ -216,55 +234,20 @@ class Ctx:
 
     # ------------------------------------------------------------------------------------ writers
     def dst(self, i: int) -> Callable[[Machine, np.ndarray, object], None]:
-        """Writer of a 32-bit destination register, or a predicate destination."""
+        """Writer of a 32-bit destination register (R, UR), or a predicate destination (P, UP)."""
         op = self.ops[i]
-        if op.kind == "r":
-            if op.index == RZ:
-                return lambda m, v, ex: None
-            idx = op.index
-
-            def w(m, v, ex):
-                if ex is None:
-                    m.R[idx][...] = v
-                else:
-                    np.copyto(m.R[idx], v, where=ex, casting="unsafe")
-            return w
-        if op.kind == "ur":
-            if op.index == URZ:
-                return lambda m, v, ex: None
-            idx = op.index
-
-            def wu(m, v, ex):
-                if ex is None:
-                    m.UR[idx][...] = v
-                else:
-                    np.copyto(m.UR[idx], v, where=ex, casting="unsafe")
-            return wu
-        if op.kind in ("p", "up"):
-            if op.index == PT:
-                return lambda m, v, ex: None
-            idx = op.index
-            arr = "P" if op.kind == "p" else "UP"
-
-            def wp(m, v, ex):
-                target = getattr(m, arr)[idx]
-                if ex is None:
-                    target[...] = v
-                else:
-                    np.copyto(target, v, where=ex)
-            return wp
-        raise self.unsupported(f"destination {op.text!r}")
+        if op.kind not in _STATE:
+            raise self.unsupported(f"destination {op.text!r}")
+        return _row_writer(op.kind, op.index)
 
     def dst64(self, i: int):
+        """Writer of a register pair (Rn, Rn+1) or (URn, URn+1) from uint64 values."""
         op = self.ops[i]
-        lo_w = self.dst(i)
+        if op.kind not in ("r", "ur"):
+            raise self.unsupported(f"destination {op.text!r} as a pair")
+        lo_w, hi_w = _row_writer(op.kind, op.index), _row_writer(op.kind, op.index + 1)
         if op.is_zero_reg:
             return lambda m, v, ex: None
-        hi = Operand(op.kind, index=op.index + 1, text=op.text + "+1")
-        hi_ctx = Ctx.__new__(Ctx)
-        hi_ctx.__dict__.update(self.__dict__)
-        hi_ctx.ops = (hi,)
-        hi_w = hi_ctx.dst(0)
 
         def w(m, v, ex):
             v = np.asarray(v, np.uint64)
@@ -372,13 +355,7 @@ def _guarded(ctx: Ctx, ins: Instr, run):
         if control:
             return lambda m, active: run(m, active, active)
         return run
-    if g.kind == "up":
-        ctx_v = Ctx.__new__(Ctx)
-        ctx_v.__dict__.update(ctx.__dict__)
-        ctx_v.uniform = False
-        gp = ctx_v.pred_of(g)
-    else:
-        gp = ctx.pred_of(g)
+    gp = ctx.pred_of(g, uniform=False)
 
     def fg(m, active):
         ex = np.broadcast_to(gp(m), m.st.shape)

@@ -95,6 +95,10 @@ class Fragment:
     # halves 0 and 1), and the tile in row-major (row, col) order
     gather: np.ndarray = field(init=False, repr=False, compare=False)  # tile[i] = elements[gather[i]]
     scatter: np.ndarray = field(init=False, repr=False, compare=False)  # elements[j] = tile[scatter[j]]
+    # the same maps with the elements in register-major (reg, lane, half) order: the interpreter's register
+    # file is (regs, ctas, warps, 32), so a fragment is read row by row
+    gather_rm: np.ndarray = field(init=False, repr=False, compare=False)
+    scatter_rm: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         for name in ("rows", "cols", "regs", "elems"):
@@ -120,8 +124,12 @@ class Fragment:
         owner_value[r, c] = reg * self.elems + half
         gather = (owner_lane * (self.regs * self.elems) + owner_value).reshape(-1)
         scatter = (r * self.cols + c).reshape(-1)
+        reg_of, half_of = owner_value // self.elems, owner_value % self.elems
+        gather_rm = (reg_of * (LANES * self.elems) + owner_lane * self.elems + half_of).reshape(-1)
+        scatter_rm = (r * self.cols + c).transpose(1, 0, 2).reshape(-1)
         for name, v in (("row", r), ("col", c), ("owner_lane", owner_lane), ("owner_value", owner_value),
-                        ("gather", gather), ("scatter", scatter)):
+                        ("gather", gather), ("scatter", scatter), ("gather_rm", gather_rm),
+                        ("scatter_rm", scatter_rm)):
             v.setflags(write=False)
             object.__setattr__(self, name, v)
 

@@ -1,9 +1,10 @@
 """``flashsim check``: run the FlashAttention twins on random inputs and say how they did.
 
 Per kernel: the simulator's wall time, the error of out (and LSE) against the float64 reference with
-flash-attn's acceptance rule, the shared-memory bank report of the launch by trace tag, and with ``--gpu``
-whether the CUDA kernel's out (and LSE) are bit-identical to the twin's. Exit status 0 when every kernel
-passes, 1 otherwise.
+flash-attn's acceptance rule, the shared-memory bank report of the launch per source line (from running the
+kernel's own cubin in the SASS interpreter: ``flashsim.cuda.checking``), and with ``--gpu`` whether the
+CUDA kernel's out (and LSE) are bit-identical to the twin's. Exit status 0 when every kernel passes, 1
+otherwise.
 """
 
 from __future__ import annotations
@@ -23,12 +24,16 @@ _DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
 def add_parser(sub) -> None:
     p = sub.add_parser("check", help="run the FlashAttention kernels' twins on random inputs: error vs float64, "
-                                     "bank conflicts by tag, time; --gpu: bit-identity with the CUDA kernels",
+                                     "bank conflicts per source line, time; --gpu: bit-identity with the CUDA kernels",
                        description=__doc__)
     p.add_argument("--kernel", default="fa2,kernel1,v5,v6", help=f"comma-separated, from {','.join(TWINS)} "
                                                                  "(default: all)")
     add_problem_arguments(p)
     p.add_argument("--gpu", action="store_true", help="also run the CUDA kernels (cupy) and compare bit for bit")
+    p.add_argument("--no-banks", action="store_true", help="skip the bank report (it runs each kernel's cubin in "
+                                                          "the SASS interpreter)")
+    p.add_argument("--bank-lines", type=positive_int, default=8, help="source lines shown per kernel in the bank "
+                                                                      "report, worst first (default 8)")
     p.set_defaults(func=cmd_check)
 
 
@@ -62,10 +67,36 @@ def _progress(label):
     return show
 
 
+def bank_report(kernel: str, q, k, v, **kw):
+    """The :class:`flashsim.sass.checking.Report` (banks) of one launch of ``kernel``'s cubin in the SASS
+    interpreter on these inputs."""
+    import flashsim.cuda as fc
+    from gpu.fa_kernels import run_kernel
+
+    with fc.checking(banks=True) as report:
+        run_kernel(kernel, q, k, v, backend="interp", **kw)
+    return report
+
+
+def print_banks(report, lines: int) -> None:
+    """The bank part of ``flashsim check``: per kernel totals, then the worst source lines."""
+    for name, t in report.bank_totals().items():
+        print(f"  shared-memory banks ({name}, executed in the SASS interpreter): {t['executions']:,} warp "
+              f"instructions, {t['wavefronts']:,} wavefronts, {t['ideal']:,} ideal, {t['conflicts']:,} conflicts")
+    rows = report.banks_by_line()
+    if not rows:
+        return
+    print(f"    {'source line':<28} {'executions':>10} {'wavefronts':>11} {'ideal':>9} {'conflicts':>10}")
+    for d in rows[:lines]:
+        loc = f"{d['file'].rsplit('/', 1)[-1]}:{d['line']}" if d["line"] is not None else "(no line info)"
+        print(f"    {loc:<28} {d['executions']:>10,} {d['wavefronts']:>11,} {d['ideal']:>9,} {d['conflicts']:>10,}")
+    if len(rows) > lines:
+        print(f"    ... {len(rows) - lines} more lines (--bank-lines)")
+
+
 def cmd_check(args) -> int:
     from flashsim.attention import attention_lowp, attention_reference, check_args, passes_flash_attn_rule
     from flashsim.errors import ArgumentError, bad_argument
-    from flashsim.kernels import banks
 
     kernels = [k for k in args.kernel.split(",") if k]
     if not kernels:
@@ -120,12 +151,8 @@ def cmd_check(args) -> int:
             same_inf = bool(np.array_equal(~np.isfinite(lse), ~fin))
             print(f"  LSE vs float64: max |lse - ref| = {err:.3e}; empty rows (+inf) agree: {same_inf}")
             ok &= same_inf
-        led = banks.ledger_for(kernel, fa_args)
-        if led is not None:
-            rows = led.report()
-            print(f"  shared-memory banks of the launch by tag: {sum(r.wavefronts for r in rows):,} wavefronts, "
-                  f"{sum(r.conflicts for r in rows):,} conflicts")
-            print("\n".join("    " + line for line in led.table().splitlines()))
+        if not args.no_banks:
+            print_banks(bank_report(kernel, q, k, v, **kw), args.bank_lines)
         if args.gpu:
             from gpu.fa_kernels import run_kernel
 

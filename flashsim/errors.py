@@ -23,7 +23,7 @@ class SimulatedFault(FlashsimError):
     """A fault the GPU would raise (misaligned or out-of-bounds access), located by cta/warp/lane/address."""
 
     def __init__(self, kind: str, *, cta: int, warp: int, lane: int, addr: int, detail: str = ""):
-        self.kind, self.cta, self.warp, self.lane, self.addr = kind, cta, warp, lane, addr
+        self.kind, self.cta, self.warp, self.lane, self.addr, self.detail = kind, cta, warp, lane, addr, detail
         msg = f"{kind}: cta={cta} warp={warp} lane={lane} addr={addr:#x}"
         super().__init__(msg + (f" ({detail})" if detail else ""))
 

@@ -412,7 +412,8 @@ class SharedMemory:
     """
 
     def __init__(self, ctas: int = 1, size: int = 48 * 1024, *, warps: int = 1, races: bool = True,
-                 on_race: str = "record", max_races: int = 1000, reserved: int = 0):
+                 on_race: str = "record", max_races: int = 1000, reserved: int = 0, banks: bool = True,
+                 initcheck: bool = False):
         for name, v in (("ctas", ctas), ("size", size), ("warps", warps)):
             if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
                 raise bad_argument(name, v, "expected a positive int")
@@ -428,6 +429,12 @@ class SharedMemory:
         self.ctas, self.size, self.warps = int(ctas), int(size), int(warps)
         self.data = np.zeros((self.ctas, self.size), np.uint8)
         self.ledger = BankLedger()
+        self.banks = bool(banks)  # count wavefronts into the ledger (off: ``account`` returns (None, None))
+        # initcheck: which bytes something wrote; reads of others are listed in ``uninit`` (at most
+        # ``max_races`` kept, all counted in ``uninit_count``) as (cta, warp, lane, addr, bytes, tag)
+        self.written = np.zeros((self.ctas, self.size), bool) if initcheck else None
+        self.uninit: list[tuple] = []
+        self.uninit_count = 0
         self.on_race = on_race
         self.max_races = max_races
         self.races: list[Race] = []
@@ -482,8 +489,16 @@ class SharedMemory:
             raise SimulatedFault("out-of-bounds shared address", cta=c, warp=w, lane=l, addr=a & 0xFFFFFFFFFFFFFFFF,
                                  detail=f"{what} of {width} bytes at {a}; the CTA has {self.size} bytes")
 
+    @property
+    def watching(self) -> bool:
+        """True when accesses must be shown to :meth:`on_read` / :meth:`on_write` (races or initcheck)."""
+        return self.shadow is not None or self.written is not None
+
     def account(self, tag: str, op: str, addr: np.ndarray, width: int, active: np.ndarray, num: int = 4):
-        """Wavefronts / ideal of each warp's instruction; added to the ledger under ``tag``."""
+        """Wavefronts / ideal of each warp's instruction; added to the ledger under ``tag``
+        ((None, None) when this SharedMemory does not count banks)."""
+        if not self.banks:
+            return None, None
         wf, ideal = wavefronts(addr, width=width, op=op, active=active, num=num)
         self.ledger.add(tag, op, wf, ideal)
         return wf, ideal
@@ -545,8 +560,27 @@ class SharedMemory:
             out.append(Race(kind, wd * WORD, a1, RaceAccess(op2, tag2, ci, wi, li)))
         return out
 
+    # -------------------------------------------------------------------------------- initcheck
+    def _check_written(self, addr: np.ndarray, width: int, active: np.ndarray, tag: str) -> None:
+        c, w, l = np.nonzero(active)
+        if c.size == 0:
+            return
+        a = addr[c, w, l]
+        ok = self.written[c[:, None], a[:, None] + np.arange(width)].all(axis=1)
+        bad = np.nonzero(~ok)[0]
+        if bad.size:
+            self.uninit_count += int(bad.size)
+            room = max(0, self.max_races - len(self.uninit))
+            self.uninit.extend((int(c[i]), int(w[i]), int(l[i]), int(a[i]), width, tag) for i in bad[:room])
+
+    def _mark_written(self, c, a, width: int) -> None:
+        self.written[np.asarray(c)[:, None], np.asarray(a)[:, None] + np.arange(width)] = True
+
     def on_read(self, addr: np.ndarray, width: int, active: np.ndarray, tag: str) -> tuple:
-        """Check a read against the shadow (RAW, read before cp.async wait) and record it."""
+        """Check a read against the shadow (RAW, read before cp.async wait) and record it; with initcheck,
+        list the lanes that read bytes nothing wrote."""
+        if self.written is not None:
+            self._check_written(addr, width, active, tag)
         sh = self.shadow
         if sh is None:
             return ()
@@ -608,6 +642,9 @@ class SharedMemory:
     def on_write(self, addr: np.ndarray, width: int, active: np.ndarray, tag: str, *, op: str = "write") -> tuple:
         """Check a write (WAW, WAR, a write over a pending cp.async, warps of this instruction on one
         word) and, unless ``op == 'cp.async'`` (recorded when its group completes), record it."""
+        if self.written is not None and op != "cp.async":
+            c, _, _ = np.nonzero(active)
+            self._mark_written(c, addr[active], width)
         sh = self.shadow
         if sh is None:
             return ()
@@ -699,6 +736,8 @@ class SharedMemory:
                 k = data.shape[1]
                 cols = dst[:, None] + np.arange(k)[None, :]
                 self.data[np.repeat(c, k), cols.reshape(-1)] = data.reshape(-1)
+                if self.written is not None:
+                    self._mark_written(c, dst, k)
                 if self.shadow is not None:
                     self._complete_shadow(c, w, l, dst, k, rec["group"][done])
             if (~done).any():

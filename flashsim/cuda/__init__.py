@@ -9,10 +9,11 @@
 
 from flashsim.cuda.memory import MemoryPointer, asarray, asnumpy, device_memory, empty, ndarray, zeros
 from flashsim.cuda.module import Function, LaunchError, RawKernel, RawModule
+from flashsim.sass.checking import Report, checking
 from flashsim.sass.machine import BarrierDeadlock, ExecOptions, StepBudgetExceeded
 from flashsim.sass.cubin import CubinError
 from flashsim.sass.toolchain import CompileError
 
 __all__ = ["BarrierDeadlock", "CompileError", "CubinError", "ExecOptions", "Function", "LaunchError",
-           "MemoryPointer", "RawKernel", "RawModule", "StepBudgetExceeded", "asarray", "asnumpy",
+           "MemoryPointer", "RawKernel", "RawModule", "Report", "checking", "StepBudgetExceeded", "asarray", "asnumpy",
            "device_memory", "empty", "ndarray", "zeros"]

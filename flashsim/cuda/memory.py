@@ -37,7 +37,7 @@ class MemoryPointer:
 class ndarray:
     """A C-contiguous array in simulated device memory."""
 
-    def __init__(self, shape, dtype=np.float32, *, _addr: int | None = None):
+    def __init__(self, shape, dtype=np.float32, *, _addr: int | None = None, _initialized: bool = True):
         dt = np.dtype(dtype)
         shp = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
         if any(s < 0 for s in shp):
@@ -46,7 +46,7 @@ class ndarray:
             raise bad_argument("dtype", dt, "object arrays cannot live in device memory")
         nbytes = int(np.prod(shp, dtype=np.int64)) * dt.itemsize
         if _addr is None:  # a new allocation; else an array over existing device memory (a module global)
-            _addr = _MEMORY.alloc(nbytes, name=f"{dt.name}{list(shp)}")
+            _addr = _MEMORY.alloc(nbytes, name=f"{dt.name}{list(shp)}", initialized=_initialized)
         self._addr, self._nbytes = _addr, nbytes
         self.shape, self.dtype = shp, dt
         self._bytes = _MEMORY.view(_addr, nbytes)
@@ -93,9 +93,11 @@ class ndarray:
         if a.shape != self.shape or a.dtype != self.dtype:
             raise bad_argument("arr", f"{a.dtype}{list(a.shape)}", f"expected {self.dtype}{list(self.shape)}")
         self._view()[...] = a
+        _MEMORY.mark_written(self._addr, self._nbytes)
 
     def fill(self, value) -> None:
         self._view()[...] = value
+        _MEMORY.mark_written(self._addr, self._nbytes)
 
     def reshape(self, *shape) -> "ndarray":
         shp = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
@@ -122,8 +124,8 @@ def asarray(x: Any, dtype=None) -> ndarray:
             return x
         x = x.get()
     a = np.ascontiguousarray(np.asarray(x, dtype=dtype))
-    out = ndarray(a.shape, a.dtype)
-    out._view()[...] = a
+    out = ndarray(a.shape, a.dtype, _initialized=False)
+    out.set(a)
     return out
 
 
@@ -132,8 +134,10 @@ def zeros(shape, dtype=np.float32) -> ndarray:
 
 
 def empty(shape, dtype=np.float32) -> ndarray:
-    """An uninitialised device array (zero-filled here, deterministically)."""
-    return ndarray(shape, dtype)
+    """An uninitialised device array: its bytes are zeros here (deterministically), but reads of them
+    before anything writes them are reported under ``flashsim.cuda.checking(initcheck=True)``, as
+    compute-sanitizer's initcheck reports reads of cudaMalloc'd memory."""
+    return ndarray(shape, dtype, _initialized=False)
 
 
 def asnumpy(a: Any) -> np.ndarray:

@@ -12,6 +12,7 @@ bytes, so a GPU can load the very same code (``cupy.RawModule(path=...)``).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import numbers
@@ -134,6 +135,13 @@ class RawModule:
         if fn is None:
             raise bad_argument("name", name, f"no such kernel in the module (kernels: {sorted(self._elf.kernels)})")
         instrs = [parse_instruction(fn.get("start", 0) + 16 * i, rec, files) for i, rec in enumerate(fn["sass-instructions"])]
+        # nvdisasm gives a source line where the line table starts a new row; the instructions after it
+        # belong to the same line until the next one
+        last = None
+        for i, ins in enumerate(instrs):
+            if ins.line is None and last is not None:
+                instrs[i] = dataclasses.replace(ins, line=last)
+            last = instrs[i].line
         symbols = {s["name"]: s["value"] for s in self._elf.functions.values()
                    if s["section"] == f".text.{name}"}
         return Program(self._elf.kernels[name], instrs, symbols)
@@ -239,7 +247,7 @@ class Function:
         params = self._pack(args)
         prog = self._prog()
         launch = Launch(prog, g, b, params, int(shared_mem), self.module._mem, self.module._banks,
-                        exec_options or ExecOptions(), races=races)
+                        exec_options or ExecOptions(), races=races, name=self.name)
         return launch.run()
 
 

@@ -7,8 +7,8 @@ addresses, so both kernels have this one twin. The state is batched by warp tile
 ...) arrays, 4 consecutive tiles per CTA); the values ldmatrix, the smem staging tiles and the
 shuffles move are taken from those arrays in the order the instructions combine them, and
 ``flashsim.trace.record`` reads each lane's registers out of them at every FS_TRACE point of
-fa_v5.cu (the same events the traced CUDA build records). The shared-memory instructions themselves,
-address by address, are replayed for the bank report by ``flashsim.kernels.banks.v5_ledger``.
+fa_v5.cu (the same events the traced CUDA build records). The bank report comes from running the kernel's
+own cubin in the SASS interpreter (``flashsim check``).
 """
 
 from __future__ import annotations

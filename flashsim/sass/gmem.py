@@ -4,6 +4,11 @@
 Allocations start at 0x7f0000000000 (as device pointers look on Linux) on 512-byte boundaries, with
 at least 4 KiB of unmapped space between any two, so an access that runs off the end of one
 allocation faults instead of landing silently in the next.
+
+Initialisation (what compute-sanitizer's initcheck tracks): an allocation made with
+``initialized=False`` (``flashsim.cuda.empty``, like cudaMalloc) keeps a per-byte record of what has been
+written since, by the host (``mark_written``) or by kernels (stores, atomics, cp.async sources are reads);
+:meth:`unwritten` says which accesses touch bytes nothing wrote. Fully written allocations drop the record.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ class GlobalMemory:
         self._names: list[str] = []
         self._next = BASE
         self._arrays_cache = None
+        self._unwritten: dict[int, np.ndarray] = {}  # allocation -> per byte: written yet?
 
-    def alloc(self, nbytes: int, *, name: str = "") -> int:
+    def alloc(self, nbytes: int, *, name: str = "", initialized: bool = True) -> int:
         if not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
             raise bad_argument("nbytes", nbytes, "expected a non-negative int")
         addr = self._next
@@ -40,6 +46,8 @@ class GlobalMemory:
         self._ends.append(addr + int(nbytes))
         self._bufs.append(buf)
         self._names.append(name)
+        if not initialized and nbytes:
+            self._unwritten[len(self._bufs) - 1] = np.zeros(int(nbytes), bool)
         self._next = (addr + size + GAP + ALIGN - 1) // ALIGN * ALIGN
         self._arrays_cache = None
         return addr
@@ -58,6 +66,45 @@ class GlobalMemory:
             raise bad_argument("addr", hex(addr), f"{nbytes} bytes there are not inside one device allocation")
         off = addr - self._starts[i]
         return self._bufs[i][off:off + nbytes]
+
+    # ------------------------------------------------------------------------------- initialisation
+    def mark_written(self, addr: int, nbytes: int) -> None:
+        """The host wrote ``nbytes`` at ``addr`` (a copy or fill into an allocation)."""
+        i = self._find(addr)
+        if i is not None and i in self._unwritten:
+            off = addr - self._starts[i]
+            self._note(i, np.arange(off, off + nbytes))
+
+    def _note(self, i: int, offsets: np.ndarray) -> None:
+        rec = self._unwritten[i]
+        rec[offsets[offsets < rec.size]] = True
+        if rec.all():
+            del self._unwritten[i]
+
+    def _mark_accesses(self, addr: np.ndarray, idx: np.ndarray, width: int) -> None:
+        for i in np.unique(idx):
+            if int(i) in self._unwritten:
+                off = (addr[idx == i] - np.uint64(self._starts[int(i)])).astype(np.int64)
+                self._note(int(i), (off[:, None] + np.arange(width)).reshape(-1))
+
+    def unwritten(self, addr: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:
+        """Per located access: True where one of its ``width`` bytes was never written."""
+        out = np.zeros(addr.shape, bool)
+        if not self._unwritten:
+            return out
+        for i in np.unique(idx):
+            rec = self._unwritten.get(int(i))
+            if rec is None:
+                continue
+            sel = idx == i
+            off = (addr[sel] - np.uint64(self._starts[int(i)])).astype(np.int64)
+            cols = np.minimum(off[:, None] + np.arange(width), rec.size - 1)
+            out[sel] = ~rec[cols].all(axis=1)
+        return out
+
+    @property
+    def tracks_writes(self) -> bool:
+        return bool(self._unwritten)
 
     def _find(self, addr: int):
         import bisect
@@ -117,6 +164,8 @@ class GlobalMemory:
     def scatter(self, addr: np.ndarray, idx: np.ndarray, data: np.ndarray, width: int) -> None:
         """Store (N, words) uint32 ``data`` at ``addr``; later rows win where addresses repeat."""
         words = max(1, width // 4)
+        if self._unwritten:
+            self._mark_accesses(addr, idx, width)
         for i in np.unique(idx):
             sel = idx == i
             off = (addr[sel] - np.uint64(self._starts[int(i)])).astype(np.int64)

@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from flashsim.sass import checking
 from flashsim.sass.machine import ExecOptions, Machine
 from flashsim.smem import MAX_PER_CTA as MAX_SMEM_PER_CTA  # cudaDevAttrMaxSharedMemoryPerBlockOptin
 from flashsim.smem import RESERVED as RESERVED_SMEM  # reservedSharedMemPerBlock, at 0x000-0x3ff
@@ -43,10 +44,13 @@ class Launch:
     """Everything the CTAs of one launch share."""
 
     def __init__(self, program, grid, block, params: bytes, dynamic_shared: int, memory, banks: dict,
-                 options: ExecOptions, races: bool = False):
+                 options: ExecOptions, races: bool = False, name: str = ""):
         k = program.kernel
         self.program = program
         self.grid, self.block = grid, block
+        self.dynamic_shared = dynamic_shared
+        report = checking.current()
+        self.probe = report.begin(self, name or "kernel") if report is not None else None
         self.memory = memory
         self.options = options
         self.races = races
@@ -109,7 +113,11 @@ class Launch:
         return lo
 
     def new_shared(self, ctas: int, warps: int) -> SharedMemory:
-        return SharedMemory(ctas, self.shared_size, warps=warps, races=self.races, reserved=RESERVED_SMEM)
+        opts = {"banks": False, "races": self.races}
+        if self.probe is not None:
+            opts = self.probe.shared_options
+            opts["races"] = opts["races"] or self.races
+        return SharedMemory(ctas, self.shared_size, warps=warps, reserved=RESERVED_SMEM, **opts)
 
     def run(self) -> dict:
         """Run every CTA; returns counters: scheduling steps (one instruction for a group of warps) and
@@ -117,10 +125,20 @@ class Launch:
         total = math.prod(self.grid)
         per = max(1, int(self.options.ctas_per_batch))
         steps = warp_steps = 0
-        for start in range(0, total, per):
-            ids = np.arange(start, min(total, start + per))
-            m = Machine(self.program, self, ids)
-            m.run()
-            steps += m.steps
-            warp_steps += m.warp_steps
+        try:
+            for start in range(0, total, per):
+                ids = np.arange(start, min(total, start + per))
+                m = Machine(self.program, self, ids)
+                try:
+                    m.run()
+                finally:
+                    if self.probe is not None:
+                        self.probe.batch(m)
+                steps += m.steps
+                warp_steps += m.warp_steps
+                if self.options.progress is not None:
+                    self.options.progress(int(ids[-1]) + 1, total)
+        finally:
+            if self.probe is not None:
+                self.probe.end()
         return {"steps": steps, "warp_instructions": warp_steps, "ctas": total}

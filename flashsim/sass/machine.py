@@ -47,6 +47,7 @@ class ExecOptions:
     """Run-time options of a launch."""
 
     max_steps: int = 50_000_000  # scheduling steps (one instruction for a group of warps) per CTA batch
+    progress: object = None  # called as progress(ctas_done, ctas_total) after each batch of CTAs
     schedule_seed: int | None = None  # None: lowest PC first (deterministic); else a seeded random order
     ctas_per_batch: int = 256  # CTAs simulated together (memory grows with it)
     clock_step: int = 1  # SR_CLOCKLO advances by this per executed instruction (a deterministic clock)
@@ -108,6 +109,7 @@ class Machine:
         gx, gy = launch.grid[0], launch.grid[1]
         self.ctaid = (self.cta_ids % gx, (self.cta_ids // gx) % gy, self.cta_ids // (gx * gy))
         self.mem = launch.memory
+        self.probe = getattr(launch, "probe", None)  # a checking report's collector, or None
         self.const = launch.constants  # bank -> bytes (bank 0 built for this launch)
         self.smem = launch.new_shared(A, W)
         self.local_size = launch.local_size
@@ -135,6 +137,10 @@ class Machine:
         prog = self.program
         code = prog.compiled
         hits = prog.hits
+        whits = prog.warp_hits
+        probe = self.probe
+        before = probe.watch_before if probe is not None else None  # PCs a tracer looks at before/after
+        after = probe.watch_after if probe is not None else None
         budget = self.options.max_steps
         while True:
             if self.together:
@@ -150,11 +156,22 @@ class Machine:
                 self._bad_pc(pc, active)
             self.steps += 1
             hits[pc >> 4] += 1
-            self.warp_steps += self._live_warps if active is None else int(active.any(axis=2).sum())
+            nw = self._live_warps if active is None else int(active.any(axis=2).sum())
+            self.warp_steps += nw
+            whits[pc >> 4] += nw
             if self.steps > budget:
                 self._over_budget(pc, active)
             self.clock += self.options.clock_step
-            nxt = fn(self, active)
+            if before and pc in before:
+                probe.at_pc(self, pc, active, "before")
+            try:
+                nxt = fn(self, active)
+            except SimulatedFault as exc:
+                if getattr(exc, "pc", None) is None:
+                    raise self._locate(exc, pc) from None
+                raise
+            if after and pc in after:
+                probe.at_pc(self, pc, active, "after")
             if self.together and nxt is not None:
                 self._live_warps = int(((self.st != EXITED) & (self.st != NONE)).any(axis=2).sum())
             if nxt is None:  # fell through
@@ -254,6 +271,15 @@ class Machine:
             f"the launch exceeded its step budget of {self.options.max_steps} steps (an infinite loop?): "
             f"cta={int(self.cta_ids[a])} warp={w} at {self.program.describe(pc)}; raise ExecOptions.max_steps "
             "if the kernel really runs that long")
+
+    def _locate(self, exc: SimulatedFault, pc: int) -> SimulatedFault:
+        """A fault raised below the interpreter (shared memory, flashsim.warp: CTA index within the batch)
+        restated with the grid's CTA index, the PC, its SASS and source line."""
+        ins = self.program.instructions[pc]
+        a = int(exc.cta)
+        mask = np.zeros(self.st.shape, bool)
+        mask[a, exc.warp, exc.lane] = True
+        return fault(exc.kind, self, ins, mask, np.uint64(exc.addr), exc.detail)
 
     def _bad_pc(self, pc, active):
         lanes = lanes_of(self, active)

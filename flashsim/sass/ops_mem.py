@@ -105,6 +105,8 @@ def ldg(ctx: Ctx):
             return
         ad = addr(m)
         a, idx = _global_check(m, ctx, lanes, ad, width)
+        if m.probe is not None:
+            m.probe.global_read(m, ctx.ins, lanes, ad, width)
         got = m.mem.gather(a, idx, width)
         if signed and width < 4:
             got[:, 0] = _sign_extend(got[:, 0], width)
@@ -339,8 +341,14 @@ def ldgsts(ctx: Ctx):
                 a, idx = _global_check(m, ctx, reads, s, width)
                 got = m.mem.gather(a, idx, width).view(np.uint8).reshape(-1, max(width, 4))[:, :width]
             payload[reads[lanes]] = got
+            if m.probe is not None:
+                if zfill:  # each lane read its first width - nzero bytes
+                    for n_read in np.unique(width - nzero[reads]):
+                        m.probe.global_read(m, ctx.ins, reads & (width - nzero == n_read), s, int(n_read))
+                else:
+                    m.probe.global_read(m, ctx.ins, reads, s, width)
         c, w, l = np.nonzero(lanes)
-        if smem.shadow is not None:
+        if smem.watching:
             smem.on_write(d, width, lanes, tag, op="cp.async")
         smem.add_pending(c, w, l, d[c, w, l], payload.copy(), tag)
         smem.account(tag, "ldgsts", d, width, lanes)
@@ -467,8 +475,17 @@ def _atomic_factory(ctx: Ctx, space: str):
         out = np.zeros(lanes.shape + (words,), np.uint32)
         if space == "global":
             a, idx = _global_check(m, ctx, lanes, ad, width)
+            if m.probe is not None and not red:
+                m.probe.global_read(m, ctx.ins, lanes, ad, width)
+            if m.mem.tracks_writes:
+                m.mem._mark_accesses(a, idx, width)
         else:
             m.smem.check_access(ad, width, lanes, ctx.ins.text)
+            if m.smem.written is not None:
+                if not red:
+                    m.smem._check_written(ad, width, lanes, f"{ctx.ins.pc:#06x}")
+                c_, _, _ = np.nonzero(lanes)
+                m.smem._mark_written(c_, ad[lanes], width)
         c, w, l = np.nonzero(lanes)  # lane order: (cta, warp, lane)
         wdt = np.uint64 if words == 2 else np.uint32
         v = np.ascontiguousarray(vals[c, w, l]).view(wdt)[:, 0]
@@ -557,6 +574,8 @@ def ld_generic(ctx: Ctx):
         out = np.zeros(lanes.shape + (words,), np.uint32)
         if gl.any():
             a, idx = _global_check(m, ctx, gl, ad, width)
+            if m.probe is not None:
+                m.probe.global_read(m, ctx.ins, gl, ad, width)
             got = m.mem.gather(a, idx, width)
             out[gl] = got
         if sh.any():  # every space loads zero-extended; sign extension follows, once, for all

@@ -292,6 +292,9 @@ class Program:
         self.compiled: dict[int, Callable] = {}
         # executions (scheduling steps) of the instruction at each PC, summed over every launch
         self.hits = np.zeros(max(ins.pc for ins in instructions) // 16 + 1 if instructions else 1, np.int64)
+        # warp-level executions at each PC (every warp with lanes at the PC, guard true or not), as Nsight
+        # Compute's inst_executed counts them
+        self.warp_hits = np.zeros_like(self.hits)
         from flashsim.sass import opcodes  # noqa: F401  (registers every semantic)
 
         for ins in instructions:

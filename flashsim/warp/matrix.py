@@ -155,7 +155,7 @@ def ldmatrix(smem: SharedMemory, addr: Any, *, num: int = 4, trans: bool = False
         raise _fault(int(bad), a2, a.shape[1], op)
     tag = op if tag is None else tag
     wf, ideal = smem.account(tag, "ldsm", a, 16, lanes_active, num=num)
-    races = smem.on_read(a, 16, lanes_active, tag) if smem.shadow is not None else ()
+    races = smem.on_read(a, 16, lanes_active, tag) if smem.watching else ()
     regs = out.reshape(a.shape[:2] + (32, num))
     ev = Event(op, tag, "ldsm", 16, a, lanes_active, wf, ideal, races)
     return restore(regs, lead), ev
@@ -177,7 +177,7 @@ def stmatrix(smem: SharedMemory, addr: Any, regs: Any, *, num: int = 4, trans: b
     r2 = np.ascontiguousarray(r.reshape(-1, 32, num))
     tag = op if tag is None else tag
     # check faults before any byte is written (the device faults the whole instruction)
-    races = smem.on_write(a, 16, lanes_active, tag) if smem.shadow is not None else ()
+    races = smem.on_write(a, 16, lanes_active, tag) if smem.watching else ()
     bad = _stsm(smem.data.view(np.uint32), smem.data.view(np.uint16), cta, a2, num, bool(trans), smem.size, r2)
     if bad >= 0:
         raise _fault(int(bad), a2, a.shape[1], op)

@@ -82,7 +82,7 @@ def ld_shared(smem: SharedMemory, addr: Any, *, bits: int = 32, active: Any = No
     regs = np.where(act[..., None], regs, np.uint32(0)).astype(np.uint32)
     tag = op if tag is None else tag
     wf, ideal = smem.account(tag, "ld", a, width, act)
-    races = smem.on_read(a, width, act, tag) if smem.shadow is not None else ()
+    races = smem.on_read(a, width, act, tag) if smem.watching else ()
     return restore(regs, lead), Event(op, tag, "ld", width, a, act, wf, ideal, races)
 
 
@@ -100,7 +100,7 @@ def st_shared(smem: SharedMemory, addr: Any, regs: Any, *, bits: int = 32, activ
     op = _op("st", bits)
     smem.check_access(a, width, act, op)
     tag = op if tag is None else tag
-    races = smem.on_write(a, width, act, tag) if smem.shadow is not None else ()
+    races = smem.on_write(a, width, act, tag) if smem.watching else ()
     c, w, l = np.nonzero(act)
     aa = a[c, w, l]
     vals = r[c, w, l]
@@ -160,7 +160,7 @@ def cp_async(smem: SharedMemory, gmem: Any, dst: Any, src: Any, *, cp_size: int 
                              addr=int(s[c_, w_, l_]) & 0xFFFFFFFFFFFFFFFF,
                              detail=f"{op} reads {int(ss[c_, w_, l_])} bytes; global memory has {g.size}")
     tag = op if tag is None else tag
-    races = smem.on_write(d, cp_size, act, tag, op="cp.async") if smem.shadow is not None else ()
+    races = smem.on_write(d, cp_size, act, tag, op="cp.async") if smem.watching else ()
     c, w, l = np.nonzero(act)
     k = np.arange(cp_size)
     sa = s[c, w, l]

@@ -1,0 +1,463 @@
+"""What a launch did, seen by the interpreter: shared-memory banks per instruction and source line, races,
+reads of memory nothing wrote, executed instructions per line.
+
+    import flashsim.cuda as fc
+    with fc.checking(banks=True, races=True, initcheck=True) as report:
+        kernel(grid, block, args)
+    print(report.text())          # or report.bank_sites(), report.races, report.uninitialized, report.to_dict()
+
+Each diagnostic is off unless asked for (they cost time); executed instructions per PC are always
+collected inside ``checking``. The report accumulates every interpreted launch made inside the block.
+
+- **banks**: for every shared-memory instruction (LDS/STS of every width, LDSM/STSM, LDGSTS, generic
+  LD/ST that hit shared memory): warp-level executions, wavefronts, ideal wavefronts and conflicts, counted
+  by :mod:`flashsim.smem`'s rules (the ones Nsight Compute was measured to use on sm_90), per PC, per source
+  line (``-lineinfo``) and per kernel.
+- **races**: the race shadow of :mod:`flashsim.smem` (RAW/WAR/WAW between threads no barrier orders, and
+  reads of cp.async destinations before the copying thread's wait), each side with its PC, SASS, source
+  line, CTA, warp and lane. The verdict does not depend on the interleaving the interpreter picked: two
+  accesses race when no bar.sync (or, within a warp, __syncwarp) lies between them, whatever ran first.
+- **initcheck**: reads of shared memory no thread of the CTA wrote, and of global memory that neither the
+  host nor a kernel wrote since ``flashsim.cuda.empty`` allocated it (``zeros`` and ``asarray`` initialise).
+
+Faults (out-of-bounds or misaligned accesses) stop the launch with a :class:`flashsim.errors.SimulatedFault`
+naming cta, warp, lane, address, PC, SASS and source line, inside ``checking`` or not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import html
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from flashsim.errors import bad_argument
+
+__all__ = ["Access", "BankSite", "LaunchRecord", "RaceSite", "Report", "UninitRead", "checking", "current"]
+
+_SESSION: contextvars.ContextVar["Report | None"] = contextvars.ContextVar("flashsim_checking", default=None)
+
+
+def current() -> "Report | None":
+    """The report of the innermost active ``checking`` block, or None."""
+    return _SESSION.get()
+
+
+@contextlib.contextmanager
+def checking(*, banks: bool = True, races: bool = False, initcheck: bool = False,
+             max_records: int = 1000) -> Iterator["Report"]:
+    """Collect diagnostics of every interpreted launch inside the block into the yielded :class:`Report`."""
+    for name, v in (("banks", banks), ("races", races), ("initcheck", initcheck)):
+        if not isinstance(v, bool):
+            raise bad_argument(name, v, "expected a bool")
+    if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
+        raise bad_argument("max_records", max_records, "expected a positive int (records kept per kind)")
+    report = Report(banks=banks, races=races, initcheck=initcheck, max_records=max_records)
+    token = _SESSION.set(report)
+    try:
+        yield report
+    finally:
+        _SESSION.reset(token)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Records
+# ----------------------------------------------------------------------------------------------------
+
+
+def _where(ins) -> tuple[str, str, int | None]:
+    return (ins.text, ins.line[0], ins.line[1]) if ins is not None and ins.line else (
+        ins.text if ins is not None else "?", "", None)
+
+
+@dataclass(frozen=True)
+class Access:
+    """One side of a hazard, or an uninitialised read: what ran where."""
+
+    kernel: str
+    op: str  # read / write / cp.async
+    pc: int
+    sass: str
+    file: str
+    line: int | None
+    cta: int  # linear CTA index in the grid
+    ctaid: tuple[int, int, int]
+    warp: int
+    lane: int
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}" if self.line is not None else "(no line info)"
+
+    def __str__(self) -> str:
+        return (f"{self.op} at pc={self.pc:#06x} `{self.sass}` {self.location} "
+                f"cta={self.cta} warp={self.warp} lane={self.lane}")
+
+
+@dataclass(frozen=True)
+class RaceSite:
+    """A hazard between two accesses no barrier orders: ``kind`` RAW / WAR / WAW, or 'RAW cp.async' (a read of
+    a cp.async destination before the copying thread's wait) / 'WAW cp.async'; ``addr`` a shared byte address."""
+
+    kind: str
+    addr: int
+    first: Access
+    second: Access
+
+    @property
+    def pcs(self) -> frozenset:
+        """The two instructions, unordered (which ran first is the interleaving's choice)."""
+        return frozenset((self.first.pc, self.second.pc))
+
+    def __str__(self) -> str:
+        why = ("before the copying thread's cp.async wait covered it" if "cp.async" in self.kind
+               else "with no barrier between")
+        return f"{self.kind} hazard at shared addr={self.addr:#x}: {self.first}, then {self.second}, {why}"
+
+
+@dataclass(frozen=True)
+class UninitRead:
+    """A read of ``nbytes`` at ``addr`` (shared: byte offset in the CTA's window; global: device address)
+    that nothing had written."""
+
+    space: str
+    addr: int
+    nbytes: int
+    access: Access
+
+    def __str__(self) -> str:
+        return f"uninitialised {self.space} read of {self.nbytes} bytes at addr={self.addr:#x}: {self.access}"
+
+
+@dataclass
+class BankSite:
+    """Shared-memory traffic of one instruction (``pc``) of ``kernel``, summed over the launches."""
+
+    kernel: str
+    pc: int
+    sass: str
+    file: str
+    line: int | None
+    op: str  # ld, st, ldsm, stsm, ldgsts (Nsight Compute's op classes)
+    executions: int = 0  # warp-level executions with at least one active lane
+    wavefronts: int = 0
+    ideal: int = 0
+
+    @property
+    def conflicts(self) -> int:
+        return self.wavefronts - self.ideal
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}" if self.line is not None else "(no line info)"
+
+
+@dataclass
+class LaunchRecord:
+    kernel: str
+    grid: tuple
+    block: tuple
+    shared_mem: int
+    steps: int = 0
+    warp_instructions: int = 0
+
+
+# ----------------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Report:
+    """Diagnostics of the launches made inside one ``checking`` block."""
+
+    banks: bool = True
+    races: bool = False
+    initcheck: bool = False
+    max_records: int = 1000
+    launches: list = field(default_factory=list)
+    race_sites: list = field(default_factory=list)
+    race_count: int = 0
+    uninitialized: list = field(default_factory=list)
+    uninit_count: int = 0
+    _banks: dict = field(default_factory=dict, repr=False)  # (kernel, pc) -> BankSite
+    _executed: dict = field(default_factory=dict, repr=False)  # (kernel, pc) -> warp executions
+    _programs: dict = field(default_factory=dict, repr=False)  # kernel -> Program
+
+    # ------------------------------------------------------------------------------ collection (launch)
+    def begin(self, launch, name: str) -> "_LaunchProbe":
+        self._programs[name] = launch.program
+        rec = LaunchRecord(name, tuple(launch.grid), tuple(launch.block), int(launch.dynamic_shared))
+        self.launches.append(rec)
+        return _LaunchProbe(self, launch.program, name, rec)
+
+    # ------------------------------------------------------------------------------ results
+    def bank_sites(self, kernel: str | None = None, *, order: str = "conflicts") -> list[BankSite]:
+        """Per shared-memory instruction; ``order`` 'conflicts' (worst first) or 'pc'."""
+        rows = [r for (k, _), r in self._banks.items() if kernel is None or k == kernel]
+        if order == "pc":
+            return sorted(rows, key=lambda r: (r.kernel, r.pc))
+        return sorted(rows, key=lambda r: (-r.conflicts, -r.wavefronts, r.kernel, r.pc))
+
+    def banks_by_line(self, kernel: str | None = None) -> list[dict]:
+        """Bank counters summed per source line (worst first): file, line, executions, wavefronts, ideal,
+        conflicts, pcs."""
+        acc: dict = {}
+        for r in self.bank_sites(kernel, order="pc"):
+            key = (r.kernel, r.file, r.line)
+            d = acc.setdefault(key, {"kernel": r.kernel, "file": r.file, "line": r.line, "executions": 0,
+                                     "wavefronts": 0, "ideal": 0, "pcs": []})
+            d["executions"] += r.executions
+            d["wavefronts"] += r.wavefronts
+            d["ideal"] += r.ideal
+            d["pcs"].append(r.pc)
+        out = list(acc.values())
+        for d in out:
+            d["conflicts"] = d["wavefronts"] - d["ideal"]
+        return sorted(out, key=lambda d: (-d["conflicts"], -d["wavefronts"], d["kernel"], d["file"], d["line"] or 0))
+
+    def bank_totals(self) -> dict:
+        """Per kernel: shared-memory instructions executed, wavefronts, ideal, conflicts."""
+        out: dict = {}
+        for r in self._banks.values():
+            d = out.setdefault(r.kernel, {"executions": 0, "wavefronts": 0, "ideal": 0})
+            d["executions"] += r.executions
+            d["wavefronts"] += r.wavefronts
+            d["ideal"] += r.ideal
+        for d in out.values():
+            d["conflicts"] = d["wavefronts"] - d["ideal"]
+        return out
+
+    def executed(self, kernel: str | None = None) -> dict:
+        """{(kernel, pc): warp-level executions} of every instruction that ran."""
+        return {k: v for k, v in self._executed.items() if kernel is None or k[0] == kernel}
+
+    def executed_by_line(self, kernel: str | None = None) -> list[dict]:
+        """Warp-level executions summed per source line, most first."""
+        acc: dict = {}
+        for (k, pc), n in self.executed(kernel).items():
+            ins = self._programs[k].instructions.get(pc)
+            f, ln = (ins.line if ins is not None and ins.line else ("", None))
+            d = acc.setdefault((k, f, ln), {"kernel": k, "file": f, "line": ln, "executions": 0, "instructions": 0})
+            d["executions"] += n
+            d["instructions"] += 1
+        return sorted(acc.values(), key=lambda d: (-d["executions"], d["kernel"], d["file"], d["line"] or 0))
+
+    @property
+    def clean(self) -> bool:
+        """No race and no uninitialised read was seen."""
+        return self.race_count == 0 and self.uninit_count == 0
+
+    def race_pairs(self) -> set:
+        """The unordered PC pairs (with kernel) of every listed race: the verdict, whatever the interleaving."""
+        return {(r.first.kernel, r.pcs) for r in self.race_sites}
+
+    # ------------------------------------------------------------------------------ rendering
+    def to_dict(self) -> dict:
+        return {
+            "launches": [asdict(x) for x in self.launches],
+            "banks": [dict(asdict(r), conflicts=r.conflicts) for r in self.bank_sites(order="pc")] if self.banks else None,
+            "banks_by_line": self.banks_by_line() if self.banks else None,
+            "bank_totals": self.bank_totals() if self.banks else None,
+            "races": [dict(kind=r.kind, addr=r.addr, first=asdict(r.first), second=asdict(r.second))
+                      for r in self.race_sites] if self.races else None,
+            "race_count": self.race_count if self.races else None,
+            "uninitialized": [dict(space=u.space, addr=u.addr, nbytes=u.nbytes, access=asdict(u.access))
+                              for u in self.uninitialized] if self.initcheck else None,
+            "uninit_count": self.uninit_count if self.initcheck else None,
+            "executed_by_line": self.executed_by_line(),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, default=list)
+
+    def text(self, *, top: int = 20) -> str:
+        """A plain-text summary: banks per line (worst first) and per kernel, races, uninitialised reads."""
+        out = []
+        for rec in self.launches:
+            out.append(f"launch {rec.kernel} grid={rec.grid} block={rec.block} shared_mem={rec.shared_mem}: "
+                       f"{rec.warp_instructions} warp instructions")
+        if self.banks:
+            out.append("")
+            out.append("shared-memory banks per source line (worst first):")
+            rows = self.banks_by_line()
+            if not rows:
+                out.append("  no shared-memory instruction executed")
+            else:
+                out.append(f"  {'line':<40} {'exec':>9} {'wavefronts':>11} {'ideal':>9} {'conflicts':>10}  pcs")
+                for d in rows[:top]:
+                    loc = f"{d['file'].rsplit('/', 1)[-1]}:{d['line']}" if d["line"] is not None else "(no line info)"
+                    pcs = ",".join(f"{p:#06x}" for p in d["pcs"][:4]) + (" ..." if len(d["pcs"]) > 4 else "")
+                    out.append(f"  {loc:<40} {d['executions']:>9} {d['wavefronts']:>11} {d['ideal']:>9} "
+                               f"{d['conflicts']:>10}  {pcs}")
+                if len(rows) > top:
+                    out.append(f"  ... {len(rows) - top} more lines")
+                for k, d in self.bank_totals().items():
+                    out.append(f"  total {k}: {d['executions']} executions, {d['wavefronts']} wavefronts, "
+                               f"{d['ideal']} ideal, {d['conflicts']} conflicts")
+        if self.races:
+            out.append("")
+            if not self.race_count:
+                out.append("races: none")
+            else:
+                out.append(f"races: {self.race_count} hazards (per word and instruction pair), "
+                           f"{len(self.race_pairs())} instruction pairs:")
+                seen = set()
+                for r in self.race_sites:
+                    key = (r.kind, r.first.pc, r.second.pc)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    n = sum(1 for x in self.race_sites if (x.kind, x.first.pc, x.second.pc) == key)
+                    out.append(f"  {r.kind}: {n}x, e.g. addr={r.addr:#x}")
+                    out.append(f"    first:  {r.first}")
+                    out.append(f"    second: {r.second}")
+        if self.initcheck:
+            out.append("")
+            if not self.uninit_count:
+                out.append("uninitialised reads: none")
+            else:
+                out.append(f"uninitialised reads: {self.uninit_count} lane accesses")
+                seen = set()
+                for u in self.uninitialized:
+                    key = (u.space, u.access.kernel, u.access.pc)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    n = sum(1 for x in self.uninitialized if (x.space, x.access.kernel, x.access.pc) == key)
+                    out.append(f"  {u.space}: {n}x, e.g. {u}")
+        return "\n".join(out)
+
+    def html(self, *, title: str = "flashsim checking report") -> str:
+        """A standalone HTML page: per-line bank table with a conflict bar, races, uninitialised reads."""
+        esc = html.escape
+        parts = [f"<!doctype html><meta charset='utf-8'><title>{esc(title)}</title>",
+                 "<style>body{font:13px monospace;margin:1em}table{border-collapse:collapse}"
+                 "td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}td.l{text-align:left}"
+                 ".bar{display:inline-block;height:10px;background:#c0392b}.ok{background:#27ae60}</style>",
+                 f"<h1>{esc(title)}</h1>"]
+        for rec in self.launches:
+            parts.append(f"<p>launch <b>{esc(rec.kernel)}</b> grid={rec.grid} block={rec.block} "
+                         f"shared_mem={rec.shared_mem}: {rec.warp_instructions} warp instructions</p>")
+        if self.banks:
+            rows = self.banks_by_line()
+            worst = max([d["wavefronts"] for d in rows] + [1])
+            parts.append("<h2>Shared-memory banks per source line</h2><table><tr><th>line</th><th>executions</th>"
+                         "<th>wavefronts</th><th>ideal</th><th>conflicts</th><th></th><th>PCs</th></tr>")
+            for d in rows:
+                loc = f"{d['file']}:{d['line']}" if d["line"] is not None else "(no line info)"
+                w_ok = int(200 * d["ideal"] / worst)
+                w_bad = int(200 * d["conflicts"] / worst)
+                parts.append(f"<tr><td class=l>{esc(loc)}</td><td>{d['executions']}</td><td>{d['wavefronts']}</td>"
+                             f"<td>{d['ideal']}</td><td>{d['conflicts']}</td><td class=l>"
+                             f"<span class='bar ok' style='width:{w_ok}px'></span>"
+                             f"<span class=bar style='width:{w_bad}px'></span></td>"
+                             f"<td class=l>{' '.join(f'{p:#06x}' for p in d['pcs'])}</td></tr>")
+            parts.append("</table>")
+            parts.append("<h3>Per instruction</h3><table><tr><th>kernel</th><th>pc</th><th>SASS</th><th>line</th>"
+                         "<th>op</th><th>executions</th><th>wavefronts</th><th>ideal</th><th>conflicts</th></tr>")
+            for r in self.bank_sites(order="pc"):
+                parts.append(f"<tr><td class=l>{esc(r.kernel)}</td><td>{r.pc:#06x}</td><td class=l>{esc(r.sass)}</td>"
+                             f"<td class=l>{esc(r.location)}</td><td class=l>{r.op}</td><td>{r.executions}</td>"
+                             f"<td>{r.wavefronts}</td><td>{r.ideal}</td><td>{r.conflicts}</td></tr>")
+            parts.append("</table>")
+        if self.races:
+            parts.append(f"<h2>Races: {self.race_count}</h2><ul>")
+            parts.extend(f"<li>{esc(str(r))}</li>" for r in self.race_sites[:200])
+            parts.append("</ul>")
+        if self.initcheck:
+            parts.append(f"<h2>Uninitialised reads: {self.uninit_count}</h2><ul>")
+            parts.extend(f"<li>{esc(str(u))}</li>" for u in self.uninitialized[:200])
+            parts.append("</ul>")
+        return "\n".join(parts)
+
+    # ------------------------------------------------------------------------------ internal
+    def _access(self, name: str, prog, machine, c: int, w: int, l: int, tag: str, op: str) -> Access:
+        pc = int(tag, 16) if isinstance(tag, str) and tag.startswith("0x") else -1
+        ins = prog.instructions.get(pc)
+        sass, f, ln = _where(ins)
+        return Access(name, op, pc, sass, f, ln, int(machine.cta_ids[c]), machine.cta_coords(c), int(w), int(l))
+
+    def _add_uninit(self, u: UninitRead) -> None:
+        self.uninit_count += 1
+        if len(self.uninitialized) < self.max_records:
+            self.uninitialized.append(u)
+
+
+class _LaunchProbe:
+    """Collects one launch's diagnostics, batch by batch (the launch calls ``batch`` after each Machine)."""
+
+    def __init__(self, report: Report, program, name: str, rec: LaunchRecord):
+        self.report, self.program, self.name, self.rec = report, program, name, rec
+        self.before = program.warp_hits.copy()
+        # tracers: PCs whose machine state is handed to ``at_pc`` before / after the instruction runs
+        self.watch_before: frozenset = frozenset()
+        self.watch_after: frozenset = frozenset()
+
+    def at_pc(self, m, pc: int, active, when: str) -> None:
+        """The machine ``m`` is at a watched ``pc`` (``active``: lanes there, None for all live lanes)."""
+
+    # what the launch's shared memory must watch
+    @property
+    def shared_options(self) -> dict:
+        r = self.report
+        return {"banks": r.banks, "races": r.races, "initcheck": r.initcheck, "max_races": r.max_records}
+
+    def global_read(self, m, ins, lanes: np.ndarray, addr: np.ndarray, width: int) -> None:
+        """initcheck of a global read by ``lanes`` (A, W, 32) at device addresses ``addr``."""
+        if not self.report.initcheck or not m.mem.tracks_writes or not lanes.any():
+            return
+        a = addr[lanes].astype(np.uint64)
+        idx = m.mem.locate(a, width)
+        bad = m.mem.unwritten(a, idx, width) & (idx >= 0)
+        if not bad.any():
+            return
+        c, w, l = np.nonzero(lanes)
+        tag = f"{ins.pc:#06x}"
+        for i in np.nonzero(bad)[0]:
+            self.report._add_uninit(UninitRead("global", int(a[i]), width,
+                                               self.report._access(self.name, self.program, m, int(c[i]), int(w[i]),
+                                                                   int(l[i]), tag, "read")))
+
+    def batch(self, m) -> None:
+        """Take what one batch of CTAs (a Machine that has run) recorded."""
+        rep, sm = self.report, m.smem
+        self.rec.steps += m.steps
+        self.rec.warp_instructions += m.warp_steps
+        if sm is None:
+            return
+        if rep.banks:
+            for (tag, op), row in sm.ledger.rows.items():
+                pc = int(tag, 16)
+                key = (self.name, pc)
+                site = rep._banks.get(key)
+                if site is None:
+                    ins = self.program.instructions.get(pc)
+                    sass, f, ln = _where(ins)
+                    site = rep._banks[key] = BankSite(self.name, pc, sass, f, ln, op)
+                site.executions += row.instructions
+                site.wavefronts += row.wavefronts
+                site.ideal += row.ideal
+        if rep.races:
+            rep.race_count += sm.race_count
+            for r in sm.races:
+                if len(rep.race_sites) >= rep.max_records:
+                    break
+                f = rep._access(self.name, self.program, m, r.first.cta, r.first.warp, r.first.lane, r.first.tag, r.first.op)
+                s = rep._access(self.name, self.program, m, r.second.cta, r.second.warp, r.second.lane, r.second.tag,
+                                r.second.op)
+                rep.race_sites.append(RaceSite(r.kind, r.addr, f, s))
+        if rep.initcheck:
+            for (c, w, l, a, n, tag) in sm.uninit:
+                rep._add_uninit(UninitRead("shared", a, n, rep._access(self.name, self.program, m, c, w, l, tag, "read")))
+            rep.uninit_count += sm.uninit_count - len(sm.uninit)
+
+    def end(self) -> None:
+        delta = self.program.warp_hits - self.before
+        for i in np.nonzero(delta)[0]:
+            key = (self.name, int(i) * 16)
+            self.report._executed[key] = self.report._executed.get(key, 0) + int(delta[i])

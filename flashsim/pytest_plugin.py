@@ -55,6 +55,10 @@ def pytest_configure(config: pytest.Config) -> None:
     except ArgumentError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_RUN_OPTIONS] = run
+    from flashsim import testing
+
+    testing.configure(gpu=run.gpu, update_golden=run.update_golden,
+                      golden_dir=config.rootpath / "traces" / "golden")
     if run.gpu:
         _gpu_hypothesis_profile(config)
     if run.gpu:

@@ -10,6 +10,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from flashsim.errors import bad_argument
 from flashsim.numerics.formats import FloatFormat, format_named
 
 
@@ -76,6 +77,30 @@ def bit_arrays(fmt, shape, **kwargs) -> st.SearchStrategy[np.ndarray]:
     """An array of ``fmt`` bit patterns with the given shape (elements from ``float_bits``)."""
     fmt = format_named(fmt)
     return hnp.arrays(np.dtype(fmt.dtype), shape, elements=float_bits(fmt, **kwargs))
+
+
+_KERNEL_FLOATS = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+
+
+def kernel_arrays(dtype, shape, *, bits: bool = True, **kwargs) -> st.SearchStrategy[np.ndarray]:
+    """Inputs for a kernel argument: an array of ``dtype`` (numpy or ml_dtypes bfloat16; floats of 16/32
+    bits, or any integer type) and ``shape`` (a tuple or a strategy of tuples, e.g. ``shapes()``).
+
+    Floats are drawn as bit patterns (``float_bits``: -0, NaN payloads, Inf, subnormals often), viewed as
+    ``dtype``; with ``bits=False`` as finite values of moderate size instead (for kernels whose result is
+    only meaningful on them). Integers cover their whole range. ``kwargs`` go to ``float_bits``."""
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return hnp.arrays(dt, shape, elements=st.integers(int(info.min), int(info.max)))
+    name = _KERNEL_FLOATS.get(dt.name)
+    if name is None:
+        raise bad_argument("dtype", dt.name, "expected float16, bfloat16, float32 or an integer type")
+    if not bits:
+        return hnp.arrays(np.float32, shape, elements=st.floats(-8, 8, width=32)).map(lambda a: a.astype(dt))
+    fmt = format_named(name)
+    raw = hnp.arrays(np.dtype(fmt.dtype), shape, elements=float_bits(fmt, **kwargs))
+    return raw.map(lambda a: a.view(dt))
 
 
 def shapes(max_batch_dims: int = 2, max_side: int = 4) -> st.SearchStrategy[tuple[int, ...]]:

@@ -184,6 +184,9 @@ class Report:
     race_count: int = 0
     uninitialized: list = field(default_factory=list)
     uninit_count: int = 0
+    # a global byte range [lo, hi) whose stores are recorded in ``writes`` (who wrote an output element)
+    watch_global: tuple | None = None
+    writes: list = field(default_factory=list)
     _banks: dict = field(default_factory=dict, repr=False)  # (kernel, pc) -> BankSite
     _executed: dict = field(default_factory=dict, repr=False)  # (kernel, pc) -> warp executions
     _programs: dict = field(default_factory=dict, repr=False)  # kernel -> Program
@@ -422,6 +425,19 @@ class _LaunchProbe:
             self.report._add_uninit(UninitRead("global", int(a[i]), width,
                                                self.report._access(self.name, self.program, m, int(c[i]), int(w[i]),
                                                                    int(l[i]), tag, "read")))
+
+    def global_write(self, m, ins, lanes: np.ndarray, addr: np.ndarray, width: int, data: np.ndarray,
+                     src: int | None) -> None:
+        """A store by ``lanes`` of ``width`` bytes at ``addr`` from ``data`` (A, W, 32, words), register
+        ``src`` (its first register, None if not a register): recorded when it touches the watched range."""
+        lo, hi = self.report.watch_global
+        a = addr.astype(np.uint64)
+        hit = lanes & (a < np.uint64(hi)) & (a + np.uint64(width) > np.uint64(lo))
+        for c, w, l in zip(*np.nonzero(hit)):
+            acc = self.report._access(self.name, self.program, m, int(c), int(w), int(l), f"{ins.pc:#06x}", "write")
+            words = [int(x) for x in np.asarray(data[c, w, l]).reshape(-1)[: max(1, width // 4)]]
+            self.report.writes.append({"access": acc, "addr": int(a[c, w, l]), "nbytes": width, "words": words,
+                                       "register": None if src is None else f"R{src}"})
 
     def batch(self, m) -> None:
         """Take what one batch of CTAs (a Machine that has run) recorded."""

@@ -129,8 +129,16 @@ def stg(ctx: Ctx):
             return
         ad = addr(m)
         a, idx = _global_check(m, ctx, lanes, ad, width)
-        m.mem.scatter(a, idx, rd(m)[lanes], width)
+        data = rd(m)
+        if m.probe is not None and m.probe.report.watch_global is not None:
+            m.probe.global_write(m, ctx.ins, lanes, ad, width, data, _src_reg(ctx, 1))
+        m.mem.scatter(a, idx, data[lanes], width)
     return run
+
+
+def _src_reg(ctx: Ctx, i: int):
+    op = ctx.ops[i]
+    return op.index if op.kind == "r" and op.index != RZ else None
 
 
 # ------------------------------------------------------------------------------------------------ shared
@@ -606,6 +614,8 @@ def st_generic(ctx: Ctx):
         data = rd(m)
         if gl.any():
             a, idx = _global_check(m, ctx, gl, ad, width)
+            if m.probe is not None and m.probe.report.watch_global is not None:
+                m.probe.global_write(m, ctx.ins, gl, ad, width, data, _src_reg(ctx, 1))
             m.mem.scatter(a, idx, data[gl], width)
         if sh.any():
             st_shared(m.smem, off_sh, data, bits=8 * width, active=sh, tag=tag)

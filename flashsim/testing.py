@@ -1,0 +1,257 @@
+"""Differential tests of a user's kernel: the same cubin bytes on the GPU and in the SASS interpreter.
+
+    import numpy as np, flashsim.cuda as fc
+    from flashsim.testing import assert_matches_gpu
+
+    def test_saxpy():
+        mod = fc.RawModule(code=SRC)
+        x = np.arange(256, dtype=np.float32)
+        y = np.zeros(256, np.float32)
+        assert_matches_gpu(mod, "saxpy", (2,), (128,), (y, x, np.float32(3), np.int32(256)))
+
+Arguments: numpy arrays (each copied to the device and passed as a pointer; every array is compared
+after the launch, so outputs and in-place buffers are checked alike) and numpy scalars (passed by value).
+
+- Under ``pytest --gpu``: the module's cubin runs on the GPU (cupy, loaded from exactly these bytes) and in
+  the interpreter on the same inputs; every array must be bit-identical. ``--update-golden`` also stores
+  the GPU's results under ``traces/golden/`` (one npz per launch, named by the kernel and a hash of the
+  cubin, launch shape and argument bytes, with provenance).
+- Without ``--gpu``: the interpreter's results must equal the stored GPU results for the same launch. A
+  launch with no stored result fails and says how to record one (hypothesis-drawn inputs need
+  ``@settings(derandomize=True)`` to find their records again).
+
+On a difference the error names the array and the first differing element (index, both values as numbers
+and bit patterns) and, from the interpreter re-run with a watch on that element, the instruction that
+stored it: PC, SASS, source line, CTA, warp, lane, the register and the value it stored. Where the
+kernel's arithmetic first left the GPU's path before that store is not located (the GPU's registers
+inside a kernel are not read).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from flashsim.errors import FlashsimError, bad_argument
+
+__all__ = ["GoldenMissing", "KernelMismatch", "assert_matches_gpu", "configure", "launch_key"]
+
+
+class KernelMismatch(FlashsimError, AssertionError):
+    """The interpreter's results differ from the GPU's (or from the stored GPU results)."""
+
+
+class GoldenMissing(FlashsimError, AssertionError):
+    """No stored GPU result for this launch and no GPU to make one."""
+
+
+@dataclass
+class _Session:
+    gpu: bool = False
+    update_golden: bool = False
+    golden_dir: Path = Path("traces") / "golden"
+
+
+_SESSION = _Session()
+
+
+def configure(*, gpu: bool, update_golden: bool, golden_dir: Path | str | None = None) -> None:
+    """Set the mode (the pytest plugin calls this from ``--gpu`` / ``--update-golden`` and the rootdir)."""
+    _SESSION.gpu, _SESSION.update_golden = bool(gpu), bool(update_golden)
+    if golden_dir is not None:
+        _SESSION.golden_dir = Path(golden_dir)
+
+
+def _module(module) -> Any:
+    import flashsim.cuda as fc
+
+    if isinstance(module, fc.RawModule):
+        return module
+    if isinstance(module, (bytes, bytearray)):
+        return fc.RawModule(cubin=bytes(module))
+    raise bad_argument("module", type(module).__name__, "expected a flashsim.cuda.RawModule or cubin bytes")
+
+
+def _check_args(args) -> list:
+    if not isinstance(args, (tuple, list)):
+        raise bad_argument("args", type(args).__name__, "expected a tuple of numpy arrays and numpy scalars")
+    out = []
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray) and a.dtype.names is None:
+            if a.dtype.hasobject:
+                raise bad_argument(f"args[{i}]", a.dtype, "object arrays cannot go to a device")
+            out.append(np.ascontiguousarray(a))
+        elif isinstance(a, (np.generic, np.void)) or (isinstance(a, np.ndarray) and a.dtype.names is not None):
+            out.append(a)
+        else:
+            raise bad_argument(f"args[{i}]", type(a).__name__,
+                               "expected a numpy array (passed as a device pointer) or a numpy scalar such as "
+                               "np.int32(n) (a Python int or float has no fixed width)")
+    return out
+
+
+def launch_key(cubin: bytes, name: str, grid, block, shared_mem: int, args: Sequence[Any]) -> str:
+    """The hash that names a launch's stored GPU result: cubin, kernel, launch shape and argument bytes."""
+    h = hashlib.sha256()
+    h.update(hashlib.sha256(cubin).digest())
+    h.update(json.dumps([name, list(grid), list(block), int(shared_mem)]).encode())
+    for a in args:
+        arr = np.asarray(a)
+        h.update(f"{arr.dtype.str}{arr.shape}".encode())
+        h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()
+
+
+def _dims(name, v):
+    v = (v,) if isinstance(v, (int, np.integer)) else tuple(v)
+    if not 1 <= len(v) <= 3 or not all(isinstance(x, (int, np.integer)) and x >= 1 for x in v):
+        raise bad_argument(name, v, "expected a positive int or 1 to 3 positive ints")
+    return tuple(int(x) for x in v) + (1,) * (3 - len(v))
+
+
+def _run_interp(mod, name, grid, block, args, shared_mem, exec_options, watch=None):
+    import flashsim.cuda as fc
+
+    f = mod.get_function(name)
+    if shared_mem > f.max_dynamic_shared_size_bytes:
+        f.max_dynamic_shared_size_bytes = shared_mem
+    dev = [fc.asarray(a) if isinstance(a, np.ndarray) and a.dtype.names is None else a for a in args]
+    report = None
+    if watch is None:
+        f(grid, block, tuple(dev), shared_mem=shared_mem, exec_options=exec_options)
+    else:
+        i, flat = watch
+        d = dev[i]
+        lo = d.data.ptr + flat * d.itemsize
+        with fc.checking(banks=False) as report:
+            report.watch_global = (lo, lo + d.itemsize)
+            f(grid, block, tuple(dev), shared_mem=shared_mem, exec_options=exec_options)
+    outs = [d.get() if isinstance(a, np.ndarray) and a.dtype.names is None else None for d, a in zip(dev, args)]
+    return outs, report
+
+
+def _run_gpu(cubin, name, grid, block, args, shared_mem):
+    from gpu.runtime import launch, load_cubin, require_gpu
+
+    cupy = require_gpu()
+    f = load_cubin(cubin).get_function(name)
+    if shared_mem > 48 * 1024:
+        f.max_dynamic_shared_size_bytes = shared_mem
+    dev = [cupy.asarray(a) if isinstance(a, np.ndarray) and a.dtype.names is None else a for a in args]
+    launch(f, grid, block, tuple(dev), shared_mem=shared_mem)
+    return [cupy.asnumpy(d) if isinstance(a, np.ndarray) and a.dtype.names is None else None
+            for d, a in zip(dev, args)]
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    item = a.dtype.itemsize
+    view = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}.get(item)
+    return a.view(view) if view is not None else a.view(np.uint8).reshape(a.shape + (item,))
+
+
+def _first_diff(want: np.ndarray, got: np.ndarray):
+    bw, bg = _bits(want), _bits(got)
+    neq = bw != bg
+    if neq.ndim > want.ndim:
+        neq = neq.any(axis=-1)
+    if not neq.any():
+        return None
+    flat = int(np.flatnonzero(neq.reshape(-1))[0])
+    return flat, int(neq.sum())
+
+
+def _fmt(a: np.ndarray, flat: int) -> str:
+    v = a.reshape(-1)[flat]
+    bits = _bits(a.reshape(-1)[flat:flat + 1])
+    hexs = bits.tobytes()[::-1].hex() if bits.dtype == np.uint8 else f"{int(bits[0]):#0{2 + 2 * a.itemsize}x}"
+    return f"{v!r} ({hexs})"
+
+
+def _compare(mod, name, grid, block, args, shared_mem, exec_options, want: list, got: list, what: str) -> None:
+    for i, (w, g) in enumerate(zip(want, got)):
+        if w is None:
+            continue
+        d = _first_diff(w, g)
+        if d is None:
+            continue
+        flat, count = d
+        idx = np.unravel_index(flat, w.shape) if w.ndim else ()
+        msg = [f"kernel {name!r}: args[{i}] ({w.dtype}{list(w.shape)}) differs from {what} in {count} of {w.size} "
+               f"elements; first at index {tuple(int(x) for x in idx)}: {what} {_fmt(w, flat)}, interpreter "
+               f"{_fmt(g, flat)}"]
+        _, report = _run_interp(mod, name, grid, block, args, shared_mem, exec_options, watch=(i, flat))
+        if report is not None and report.writes:
+            last = report.writes[-1]
+            acc = last["access"]
+            words = ", ".join(f"{x:#010x}" for x in last["words"])
+            msg.append(f"  the interpreter stored it last at pc={acc.pc:#06x} `{acc.sass}` {acc.location} "
+                       f"cta={acc.cta} warp={acc.warp} lane={acc.lane}: {last['register'] or 'a constant'} = {words} "
+                       f"({last['nbytes']} bytes at {last['addr']:#x}); {len(report.writes)} stores touched it")
+        else:
+            msg.append("  no STG/ST of the interpreter touched that element (written by an atomic, or never "
+                       "written by the kernel)")
+        raise KernelMismatch("\n".join(msg))
+
+
+def _golden_path(name: str, key: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "_-" else "_" for c in name)[:60]
+    return _SESSION.golden_dir / f"{safe}-{key[:16]}.npz"
+
+
+def _save_golden(path: Path, key: str, cubin: bytes, name, grid, block, shared_mem, args, outs) -> None:
+    from gpu.runtime import device_info
+
+    prov = {"kernel": name, "grid": list(grid), "block": list(block), "shared_mem": shared_mem, "key": key,
+            "cubin_sha256": hashlib.sha256(cubin).hexdigest(), "device": device_info(),
+            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    arrays = {f"out{i}": o for i, o in enumerate(outs) if o is not None}
+    arrays.update({f"in{i}": np.asarray(a) for i, a in enumerate(args)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez_compressed(tmp, provenance=np.array(json.dumps(prov)), **arrays)
+    tmp.replace(path)
+
+
+def _load_golden(path: Path, n: int) -> list:
+    from flashsim.golden import load
+
+    arrays, prov = load(path)
+    return [arrays.get(f"out{i}") for i in range(n)]
+
+
+def assert_matches_gpu(module, name: str, grid, block, args: Sequence[Any], *, shared_mem: int = 0,
+                       exec_options=None) -> list:
+    """Run ``name`` of ``module`` (a flashsim.cuda.RawModule, or cubin bytes) on the GPU and in the
+    interpreter (or against the stored GPU results without ``--gpu``) and require bit-identical arrays.
+    Returns the interpreter's arrays after the launch (None for scalar arguments)."""
+    mod = _module(module)
+    if not isinstance(name, str):
+        raise bad_argument("name", name, "expected the kernel's name")
+    grid, block = _dims("grid", grid), _dims("block", block)
+    if not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
+        raise bad_argument("shared_mem", shared_mem, "expected a non-negative int")
+    args = _check_args(args)
+    key = launch_key(mod.cubin, name, grid, block, shared_mem, args)
+    path = _golden_path(name, key)
+    got, _ = _run_interp(mod, name, grid, block, args, int(shared_mem), exec_options)
+    if _SESSION.gpu:
+        want = _run_gpu(mod.cubin, name, grid, block, args, int(shared_mem))
+        if _SESSION.update_golden:
+            _save_golden(path, key, mod.cubin, name, grid, block, int(shared_mem), args, want)
+        what = "the GPU"
+    else:
+        if not path.is_file():
+            raise GoldenMissing(
+                f"kernel {name!r}: no stored GPU result for this launch ({path}); record one with "
+                "pytest --gpu --update-golden on a GPU machine (hypothesis-drawn inputs need "
+                "@settings(derandomize=True) to be drawn again the same way)")
+        want = _load_golden(path, len(args))
+        what = f"the stored GPU result ({path.name})"
+    _compare(mod, name, grid, block, args, int(shared_mem), exec_options, want, got, what)
+    return got

@@ -1,0 +1,110 @@
+"""flashsim.testing.assert_matches_gpu: the interpreter against the GPU (--gpu) or the stored GPU results
+(traces/golden/, recorded by pytest --gpu --update-golden), the first differing element and the
+instruction that stored it."""
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import flashsim.cuda as fc
+from flashsim import testing
+from flashsim.strategies import kernel_arrays
+
+SRC = r'''
+#include <cuda_fp16.h>
+extern "C" __global__ void axpb(float* y, const float* x, float a, float b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + b;                                   // LINE:store
+}
+extern "C" __global__ void hexp(__half* y, const __half* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = hexp(x[i]);
+}
+'''
+STORE_LINE = next(i + 1 for i, s in enumerate(SRC.splitlines()) if "LINE:store" in s)
+
+
+@pytest.fixture(scope="module")
+def mod():
+    return fc.RawModule(code=SRC)
+
+
+def _axpb_args(n=200):
+    x = np.linspace(-3, 3, n, dtype=np.float32)
+    return (np.zeros(n, np.float32), x, np.float32(1.5), np.float32(-0.25), np.int32(n))
+
+
+def test_stored_gpu_result_replays(mod):
+    """Recorded on the H100 by pytest --gpu --update-golden; without --gpu it is the reference."""
+    out = testing.assert_matches_gpu(mod, "axpb", (2,), (128,), _axpb_args())
+    x = _axpb_args()[1].astype(np.float64)
+    np.testing.assert_array_equal(out[0], (1.5 * x - 0.25).astype(np.float32))  # one FFMA: exact, then rounded
+
+
+@pytest.fixture
+def golden_tmp(tmp_path):
+    s = testing._SESSION
+    saved = (s.gpu, s.update_golden, s.golden_dir)
+    testing.configure(gpu=False, update_golden=False, golden_dir=tmp_path)
+    yield tmp_path
+    testing.configure(gpu=saved[0], update_golden=saved[1], golden_dir=saved[2])
+
+
+def _fake_golden(mod, args, outs, path_dir):
+    key = testing.launch_key(mod.cubin, "axpb", (2, 1, 1), (128, 1, 1), 0, list(args))
+    path = testing._golden_path("axpb", key)
+    arrays = {f"out{i}": o for i, o in enumerate(outs) if o is not None}
+    np.savez(path, provenance=np.array(json.dumps({"kernel": "axpb", "key": key})), **arrays)
+    return path
+
+
+def test_missing_golden_fails_and_says_how_to_record(mod, golden_tmp):
+    with pytest.raises(testing.GoldenMissing, match="--update-golden"):
+        testing.assert_matches_gpu(mod, "axpb", (2,), (128,), _axpb_args(100))
+
+
+def test_a_difference_names_the_element_and_the_store(mod, golden_tmp):
+    args = _axpb_args()
+    y = (1.5 * args[1].astype(np.float64) - 0.25).astype(np.float32)  # the kernel's FFMA: one rounding
+    _fake_golden(mod, args, [y, args[1], None, None, None], golden_tmp)
+    testing.assert_matches_gpu(mod, "axpb", (2,), (128,), args)  # equal: passes
+    bad = y.copy()
+    bad[137] = np.nextafter(bad[137], np.float32(9))
+    _fake_golden(mod, args, [bad, args[1], None, None, None], golden_tmp)
+    with pytest.raises(testing.KernelMismatch) as ei:
+        testing.assert_matches_gpu(mod, "axpb", (2,), (128,), args)
+    msg = str(ei.value)
+    assert "args[0]" in msg and "index (137,)" in msg and "1 of 200 elements" in msg
+    assert "STG" in msg and f":{STORE_LINE}" in msg and "cta=1 warp=0 lane=9" in msg
+
+
+def test_bad_arguments(mod, golden_tmp):
+    from flashsim.errors import ArgumentError
+
+    with pytest.raises(ArgumentError, match=r"args\[2\]"):
+        testing.assert_matches_gpu(mod, "axpb", (1,), (32,), (np.zeros(4, np.float32), np.zeros(4, np.float32), 1.5,
+                                                              np.float32(0), np.int32(4)))
+    with pytest.raises(ArgumentError, match="module"):
+        testing.assert_matches_gpu("not a module", "axpb", (1,), (32,), ())
+
+
+@pytest.mark.gpu
+@settings(max_examples=40, derandomize=True, deadline=None)
+@given(x=kernel_arrays(np.float16, st.integers(1, 300).map(lambda n: (n,))))
+def test_hexp_matches_gpu_on_bit_patterns(mod, x):
+    import ml_dtypes  # noqa: F401  (float16 needs nothing more; the strategy covers bf16 too)
+
+    n = x.shape[0]
+    testing.assert_matches_gpu(mod, "hexp", ((n + 127) // 128,), (128,), (np.zeros(n, np.float16), x, np.int32(n)))
+
+
+def test_kernel_arrays_cover_special_bit_patterns():
+    from hypothesis import find
+
+    a = find(kernel_arrays(np.float16, (8,)), lambda a: np.isnan(a).any() and np.signbit(a[a == 0]).any())
+    assert a.dtype == np.float16
+    ints = find(kernel_arrays(np.int32, (4,)), lambda a: (a < 0).any())
+    assert ints.dtype == np.int32

@@ -38,6 +38,7 @@ EIATTR = {
     0x10: "EIATTR_REQNTID", 0x11: "EIATTR_FRAME_SIZE", 0x12: "EIATTR_MIN_STACK_SIZE",
     0x17: "EIATTR_KPARAM_INFO", 0x19: "EIATTR_CBANK_PARAM_SIZE", 0x1B: "EIATTR_MAXREG_COUNT",
     0x1C: "EIATTR_EXIT_INSTR_OFFSETS", 0x1E: "EIATTR_CRS_STACK_SIZE", 0x23: "EIATTR_MAX_STACK_SIZE",
+    0x28: "EIATTR_COOP_GROUP_INSTR_OFFSETS", 0x29: "EIATTR_COOP_GROUP_MASK_REGIDS",
     0x2F: "EIATTR_REGCOUNT", 0x37: "EIATTR_CUDA_API_VERSION", 0x4C: "EIATTR_NUM_BARRIERS",
     0x50: "EIATTR_SPARSE_MMA_MASK",
 }
@@ -75,6 +76,16 @@ class KernelInfo:
     constant0: bytes  # the kernel's constant bank 0 image (driver-supplied words are filled at launch)
     num_barriers: int
     attributes: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def warp_sync_offsets(self) -> frozenset:
+        """Offsets in .text of the instructions ptxas turned a warp-level sync into (a ``__syncwarp()`` in
+        converged code becomes a NOP there; EIATTR_COOP_GROUP_INSTR_OFFSETS lists where, and tools that
+        check races read it)."""
+        out = set()
+        for payload in self.attributes.get("EIATTR_COOP_GROUP_INSTR_OFFSETS", []):
+            out.update(_u32s(payload))
+        return frozenset(out)
 
 
 def _records(data: bytes):

@@ -199,8 +199,13 @@ def warpsync(ctx: Ctx):
 
     @control
     def run(m, ex, active):
-        need = np.full((m.A, m.W), 0xFFFFFFFF, np.uint32) if mask is None else \
-            np.broadcast_to(np.asarray(mask(m), np.uint32), m.st.shape)[..., 0].copy()
+        if mask is None:
+            need = np.full((m.A, m.W), 0xFFFFFFFF, np.uint32)
+        else:  # the mask operand as the warp's first executing lane holds it
+            lanes = lanes_of(m, active if ex is None else ex)
+            first = np.argmax(lanes, axis=2)[..., None]
+            vals = np.broadcast_to(np.asarray(mask(m), np.uint32), m.st.shape)
+            need = np.take_along_axis(vals, first, axis=2)[..., 0].copy()
         if m.smem is not None and m.smem.shadow is not None:
             m.smem.warp_barrier(lanes_of(m, active).any(axis=2))
         return _converge(m, pc, ex, active, need)
@@ -298,6 +303,13 @@ def b2r(ctx: Ctx):
 def nop(ctx: Ctx):
     if ctx.ins.opcode == "BMOV":
         raise ctx.unsupported("BMOV (moving convergence barrier state)")
+    if ctx.ins.opcode == "NOP" and ctx.ins.pc in ctx.program.kernel.warp_sync_offsets:
+        # a __syncwarp() ptxas elided (converged code): nothing to wait for, but it orders the warp's
+        # shared-memory accesses for the race shadow
+        def run(m, ex):
+            if m.smem is not None and m.smem.shadow is not None:
+                m.smem.warp_barrier(lanes_of(m, ex).any(axis=2))
+        return run
     return lambda m, ex: None
 
 

@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     from flashsim.check import add_parser as add_check_parser
 
     add_check_parser(sub)
+    from flashsim.run import add_parser as add_run_parser
+
+    add_run_parser(sub)
     from flashsim.trace.cli import add_parser as add_trace_parser
 
     add_trace_parser(sub)

@@ -430,6 +430,8 @@ class SharedMemory:
         self.data = np.zeros((self.ctas, self.size), np.uint8)
         self.ledger = BankLedger()
         self.banks = bool(banks)  # count wavefronts into the ledger (off: ``account`` returns (None, None))
+        # called as observer(tag, op, addr, width, active, num) for every access ``account`` sees (a tracer)
+        self.observer = None
         # initcheck: which bytes something wrote; reads of others are listed in ``uninit`` (at most
         # ``max_races`` kept, all counted in ``uninit_count``) as (cta, warp, lane, addr, bytes, tag)
         self.written = np.zeros((self.ctas, self.size), bool) if initcheck else None
@@ -497,6 +499,8 @@ class SharedMemory:
     def account(self, tag: str, op: str, addr: np.ndarray, width: int, active: np.ndarray, num: int = 4):
         """Wavefronts / ideal of each warp's instruction; added to the ledger under ``tag``
         ((None, None) when this SharedMemory does not count banks)."""
+        if self.observer is not None:
+            self.observer(tag, op, addr, width, active, num)
         if not self.banks:
             return None, None
         wf, ideal = wavefronts(addr, width=width, op=op, active=active, num=num)

@@ -10,7 +10,10 @@
 # of tracing on the GPU. sass_env: the toolchain the interpreter finds there; sass_validate: the four FA
 # kernels on the GPU (running the interpreter's own cubins) against the interpreter and the twins;
 # sass_probes: per-opcode probes, GPU vs interpreter; sass_attn: the extra attention kernels; sass_pytest:
-# pytest --gpu on the interpreter's test files. With the cubin cache carried in .fscache, the GPU machine
+# pytest --gpu on the interpreter's test files; ncu_source: the interpreter's per-instruction bank counters
+# against Nsight Compute's source counters; diagnostics: planted races, faults and uninitialised reads
+# against compute-sanitizer; golden_user: pytest --gpu --update-golden of flashsim.testing's own test
+# (the stored GPU results under traces/golden). With the cubin cache carried in .fscache, the GPU machine
 # runs the very cubins built elsewhere by NVRTC 13.0.88 (FLASHSIM_CACHE_DIR).
 set -u
 OUT=${OUT:-out}; R=$OUT/r; mkdir -p "$R"
@@ -45,6 +48,10 @@ PY
     sass_attn) timeout 300 python -m gpu.attn_extra --out "$R/sass_attn" > "$R/sass_attn.log" 2>&1 ;;
     sass_pytest) timeout 400 python -m pytest --gpu -q -p no:cacheprovider -rs -n ${SASS_PYTEST_WORKERS:-8} \
                    ${SASS_PYTEST_FILES:-tests/test_cuda_interp.py tests/test_sass_*.py} > "$R/sass_pytest.log" 2>&1 ;;
+    ncu_source) timeout 500 python -m gpu.ncu_source --out "$R/ncu_source" --timeout 480 > "$R/ncu_source.log" 2>&1 ;;
+    diagnostics) timeout 400 python -m gpu.check_diagnostics --out "$R/diagnostics" --timeout 60 > "$R/diagnostics.log" 2>&1 ;;
+    golden_user) timeout 200 python -m pytest --gpu --update-golden -q -p no:cacheprovider tests/test_testing_helper.py \
+                   > "$R/golden_user.log" 2>&1; mkdir -p "$R/golden" && cp -r traces/golden/. "$R/golden/" ;;
     pytest) timeout 240 python -m pytest --gpu -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} tests > "$R/pytest.log" 2>&1 ;;
   esac
   echo "stage $stage exit $?"; tail -4 "$R/$stage.log"

@@ -40,12 +40,15 @@ class LaunchError(FlashsimError):
 
 
 class RawModule:
-    """A compiled module: from CUDA source (``code``), a cubin file (``path``) or cubin bytes (``cubin``)."""
+    """A compiled module: from CUDA source (``code``), a cubin file (``path``) or cubin bytes (``cubin``).
+
+    ``name``: the file name the source is compiled under (what line info, faults and reports show; a
+    relative name is shown under the current folder, as NVRTC records it)."""
 
     def __init__(self, code: str | None = None, *, path: str | None = None, cubin: bytes | None = None,
                  options: Sequence[str] = (), name_expressions: Sequence[str] | None = None,
                  backend: str = "nvrtc", translate_cucomplex: bool = False, enable_cooperative_groups: bool = False,
-                 jitify: bool = False, lineinfo: bool = True):
+                 jitify: bool = False, lineinfo: bool = True, name: str = "kernel.cu"):
         given = [n for n, v in (("code", code), ("path", path), ("cubin", cubin)) if v is not None]
         if len(given) != 1:
             raise bad_argument("code/path/cubin", given, "give exactly one of code=, path= or cubin=")
@@ -57,9 +60,11 @@ class RawModule:
         self._lowered: dict[str, str] = {}
         self.log = ""
         if code is not None:
-            data, self.log, self._lowered = compile_cuda(code, options=tuple(options),
+            if not isinstance(name, str) or not name:
+                raise bad_argument("name", name, "expected the source's file name (what line info and reports show)")
+            data, self.log, self._lowered = compile_cuda(code, name=name, options=tuple(options),
                                                         name_expressions=self.name_expressions, lineinfo=lineinfo)
-            self.source_name = "<code>"
+            self.source_name = name
         elif path is not None:
             p = Path(path)
             if not p.is_file():
@@ -144,7 +149,9 @@ class RawModule:
             last = instrs[i].line
         symbols = {s["name"]: s["value"] for s in self._elf.functions.values()
                    if s["section"] == f".text.{name}"}
-        return Program(self._elf.kernels[name], instrs, symbols)
+        prog = Program(self._elf.kernels[name], instrs, symbols)
+        prog.cubin_sha256 = self.sha256
+        return prog
 
     # ------------------------------------------------------------------------------------ cupy's surface
     def get_function(self, name: str) -> "Function":

@@ -49,17 +49,34 @@ def current() -> "Report | None":
 
 @contextlib.contextmanager
 def checking(*, banks: bool = True, races: bool = False, initcheck: bool = False,
-             max_records: int = 1000) -> Iterator["Report"]:
-    """Collect diagnostics of every interpreted launch inside the block into the yielded :class:`Report`."""
+             max_records: int = 1000, trace=None) -> Iterator["Report"]:
+    """Collect diagnostics of every interpreted launch inside the block into the yielded :class:`Report`.
+
+    ``trace``: a :class:`flashsim.sass.tracing.TraceSpec`: trace the launches at chosen instructions into
+    one trace file, published when the block exits (nothing is written when it exits with an exception)."""
     for name, v in (("banks", banks), ("races", races), ("initcheck", initcheck)):
         if not isinstance(v, bool):
             raise bad_argument(name, v, "expected a bool")
     if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
         raise bad_argument("max_records", max_records, "expected a positive int (records kept per kind)")
-    report = Report(banks=banks, races=races, initcheck=initcheck, max_records=max_records)
+    tracer = None
+    if trace is not None:
+        from flashsim.sass.tracing import TraceSpec, Tracer
+
+        if not isinstance(trace, TraceSpec):
+            raise bad_argument("trace", trace, "expected None or a flashsim.sass.tracing.TraceSpec")
+        tracer = Tracer(trace)
+    report = Report(banks=banks, races=races, initcheck=initcheck, max_records=max_records, tracer=tracer)
     token = _SESSION.set(report)
     try:
         yield report
+    except BaseException:
+        if tracer is not None:
+            tracer.abort()
+        raise
+    else:
+        if tracer is not None:
+            tracer.close()
     finally:
         _SESSION.reset(token)
 
@@ -186,6 +203,7 @@ class Report:
     uninit_count: int = 0
     # a global byte range [lo, hi) whose stores are recorded in ``writes`` (who wrote an output element)
     watch_global: tuple | None = None
+    tracer: object = field(default=None, repr=False)  # a flashsim.sass.tracing.Tracer, or None
     writes: list = field(default_factory=list)
     _banks: dict = field(default_factory=dict, repr=False)  # (kernel, pc) -> BankSite
     _executed: dict = field(default_factory=dict, repr=False)  # (kernel, pc) -> warp executions
@@ -196,7 +214,10 @@ class Report:
         self._programs[name] = launch.program
         rec = LaunchRecord(name, tuple(launch.grid), tuple(launch.block), int(launch.dynamic_shared))
         self.launches.append(rec)
-        return _LaunchProbe(self, launch.program, name, rec)
+        probe = _LaunchProbe(self, launch.program, name, rec)
+        if self.tracer is not None:
+            self.tracer.attach(probe, launch, name)
+        return probe
 
     # ------------------------------------------------------------------------------ results
     def bank_sites(self, kernel: str | None = None, *, order: str = "conflicts") -> list[BankSite]:
@@ -397,12 +418,17 @@ class _LaunchProbe:
     def __init__(self, report: Report, program, name: str, rec: LaunchRecord):
         self.report, self.program, self.name, self.rec = report, program, name, rec
         self.before = program.warp_hits.copy()
-        # tracers: PCs whose machine state is handed to ``at_pc`` before / after the instruction runs
+        # tracers: PCs whose machine state is handed to ``at_pc`` before / after the instruction runs, and
+        # an observer of every shared-memory access (SharedMemory.observer)
         self.watch_before: frozenset = frozenset()
         self.watch_after: frozenset = frozenset()
+        self.tracer = None
+        self.smem_observer = None
 
     def at_pc(self, m, pc: int, active, when: str) -> None:
         """The machine ``m`` is at a watched ``pc`` (``active``: lanes there, None for all live lanes)."""
+        if self.tracer is not None:
+            self.tracer.at_pc(self, m, pc, active, when)
 
     # what the launch's shared memory must watch
     @property

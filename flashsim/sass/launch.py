@@ -117,7 +117,10 @@ class Launch:
         if self.probe is not None:
             opts = self.probe.shared_options
             opts["races"] = opts["races"] or self.races
-        return SharedMemory(ctas, self.shared_size, warps=warps, reserved=RESERVED_SMEM, **opts)
+        sm = SharedMemory(ctas, self.shared_size, warps=warps, reserved=RESERVED_SMEM, **opts)
+        if self.probe is not None:
+            sm.observer = self.probe.smem_observer
+        return sm
 
     def run(self) -> dict:
         """Run every CTA; returns counters: scheduling steps (one instruction for a group of warps) and

@@ -289,6 +289,7 @@ class Program:
         self.kernel = kernel
         self.instructions = {ins.pc: ins for ins in instructions}
         self.symbols = symbols
+        self.cubin_sha256: str | None = None  # the cubin it came from (set by the module that loads it)
         self.compiled: dict[int, Callable] = {}
         # executions (scheduling steps) of the instruction at each PC, summed over every launch
         self.hits = np.zeros(max(ins.pc for ins in instructions) // 16 + 1 if instructions else 1, np.int64)

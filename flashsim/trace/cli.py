@@ -1,7 +1,7 @@
 """``flashsim trace``: record, diff, replay, show and browse per-warp traces.
 
     flashsim trace record --kernel fa2 --seqlen 200 --backend sim -o run.fstrace
-    flashsim trace diff A.fstrace B.fstrace
+    flashsim trace diff A.fstrace B.fstrace        (FS_TRACE traces, or traces of interpreted instructions)
     flashsim trace replay run.fstrace [--resume-at SEQ | --bisect]
     flashsim trace show run.fstrace --cta 0 --warp 1 --tag softmax
     flashsim trace html run.fstrace [--against other.fstrace] -o run.html
@@ -63,7 +63,8 @@ def add_parser(sub) -> None:
     r.add_argument("--force", action="store_true", help="overwrite an existing file")
     r.set_defaults(func=cmd_record)
 
-    d = ts.add_parser("diff", help="align two traces by (CTA, warp, tag, occurrence); first divergence + summary")
+    d = ts.add_parser("diff", help="align two traces by (CTA, warp, tag, occurrence); first divergence + summary "
+                                   "(also traces of interpreted instructions: flashsim.sass.tracing)")
     d.add_argument("a", type=Path)
     d.add_argument("b", type=Path)
     d.add_argument("--context", type=non_negative_int, default=3, help="events shown before the first divergence")
@@ -116,10 +117,30 @@ def cmd_record(args) -> int:
 def _load(path):
     from flashsim.trace import session
 
+    _not_sass(path, "this command")
     return session.load(path)
 
 
+def _not_sass(path, what: str) -> None:
+    """Traces of interpreted instructions (flashsim.sass.tracing) are read by ``flashsim trace diff`` only."""
+    from flashsim.sass.tracing import is_sass_trace
+
+    if is_sass_trace(path):
+        raise NotImplementedError(f"{path} traces interpreted instructions (flashsim.sass.tracing): {what} reads "
+                                  "traces of FS_TRACE tags; compare such traces with flashsim trace diff")
+
+
 def cmd_diff(args) -> int:
+    from flashsim.sass import tracediff, tracing
+
+    sass = [tracing.is_sass_trace(p) for p in (args.a, args.b)]
+    if any(sass):
+        if not all(sass):
+            which = args.a if sass[0] else args.b
+            print(f"flashsim: error: {which} traces interpreted instructions, the other file traces FS_TRACE tags: "
+                  "only traces of one kind can be compared", file=sys.stderr)
+            return 2
+        return tracediff.cmd_diff(args.a, args.b, context=args.context, cells=args.cells)
     a, b = _load(args.a), _load(args.b)
     for key in ("kernel", "instance_headdim"):
         if a.meta[key] != b.meta[key]:
@@ -176,6 +197,7 @@ def cmd_show(args) -> int:
     from flashsim.trace.container import TraceReader
     from flashsim.trace.diff import as_number
 
+    _not_sass(args.file, "flashsim trace show")
     with TraceReader(args.file) as r:
         meta = r.meta
         if args.cta is None and args.warp is None and args.tag is None:
@@ -217,6 +239,7 @@ def cmd_show(args) -> int:
 def cmd_html(args) -> int:
     from flashsim.trace.html import write_html
 
+    _not_sass(args.file, "flashsim trace html")
     out = args.output or args.file.with_suffix(".html")
     if out.exists() and not args.force:
         print(f"flashsim: error: {out} exists (pass --force to overwrite)", file=sys.stderr)

@@ -83,6 +83,14 @@ def add_parser(sub) -> None:
     p.add_argument("--save-outputs", type=Path, metavar="DIR",
                    help="write every array argument after the run to DIR/sim.npz (and DIR/gpu.npz with --gpu; "
                         "bf16 as uint16 bit patterns)")
+    p.add_argument("--trace", type=Path, metavar="FILE",
+                   help="record registers at --at instructions into a trace file (compare runs with flashsim trace diff)")
+    p.add_argument("--at", action="append", default=[], metavar="LOC",
+                   help="with --trace: a source line FILE.cu:LINE or a PC (0x1a0); repeatable")
+    p.add_argument("--regs", default="all", metavar="REGS",
+                   help="with --trace: registers, e.g. 'R0-R7,UR4,P0' (default: all the kernel uses)")
+    p.add_argument("--trace-ctas", default=None, metavar="IDS", help="with --trace: CTAs (grid-linear), e.g. '0,3-5'")
+    p.add_argument("--trace-warps", default=None, metavar="IDS", help="with --trace: warps of each CTA, e.g. '0-1'")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
     p.add_argument("--gpu", action="store_true",
                    help="also run the same cubin on the GPU (cupy) with the same inputs and compare every array "
@@ -101,9 +109,38 @@ class _Arg:
         return self.spec.name
 
 
+def _ids(flag: str, text):
+    if text is None:
+        return None
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        try:
+            out.extend(range(int(lo), int(hi or lo) + 1))
+        except ValueError:
+            raise bad_argument(flag, text, "expected ids such as '0,3-5'") from None
+    return out
+
+
+def _trace_spec(args):
+    """The TraceSpec of --trace/--at/--regs (None without --trace)."""
+    if args.trace is None:
+        return None
+    from flashsim.sass.tracing import TraceSpec
+
+    at = [int(a, 16) if a.lower().startswith("0x") else a for a in args.at]
+    regs = args.regs if args.regs == "all" else [r.strip() for r in args.regs.split(",") if r.strip()]
+    return TraceSpec(args.trace, at=at, regs=regs, ctas=_ids("--trace-ctas", args.trace_ctas),
+                     warps=_ids("--trace-warps", args.trace_warps), force=args.force)
+
+
 def _check_outputs(args) -> None:
     """Refuse, before any work, an output that exists (without --force) or whose folder is missing."""
-    for flag, path in (("--html", args.html), ("--svg", args.svg), ("--json", args.json)):
+    if args.at and args.trace is None:
+        raise bad_argument("--at", args.at, "needs --trace FILE (where the registers go)")
+    if args.trace is not None and not args.at:
+        raise bad_argument("--trace", str(args.trace), "say where with --at FILE.cu:LINE or --at 0xPC")
+    for flag, path in (("--html", args.html), ("--svg", args.svg), ("--json", args.json), ("--trace", args.trace)):
         if path is None:
             continue
         if path.is_dir():
@@ -252,7 +289,8 @@ def cmd_run(args) -> int:
     sys.stdout.flush()  # what was printed comes before the progress lines on stderr
     stopped = None
     t0 = time.perf_counter()
-    with fc.checking(banks=not args.no_banks, races=not args.no_races, initcheck=not args.no_initcheck) as report:
+    with fc.checking(banks=not args.no_banks, races=not args.no_races, initcheck=not args.no_initcheck,
+                     trace=_trace_spec(args)) as report:
         try:
             fn(grid, block, kernel_args, shared_mem=args.shared_mem, exec_options=exec_options)
         except (SimulatedFault, BarrierDeadlock, StepBudgetExceeded) as exc:

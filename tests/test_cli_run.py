@@ -468,3 +468,22 @@ def test_the_readme_commands_run_and_print_what_it_shows(tmp_path, monkeypatch, 
     got = outputs[0].splitlines()
     for ln in shown:  # each line the README shows is printed (a line cut with '...' by its start)
         assert ln in got if not ln.endswith("...") else any(g.startswith(ln[:-3]) for g in got), ln
+
+
+def test_trace_at_a_source_line(tmp_path, capsys):
+    from flashsim.cli import main
+    from flashsim.trace.container import TraceReader
+
+    out = tmp_path / "t.fstrace"
+    base = [str(EXAMPLE), "--grid", "4", "--block", "64", "--arg", "in=f32[4,32,32]:normal",
+            "--arg", "out=f32[128]:zeros", "--arg", "scale=f32:0.5"]
+    assert main(["run", *base, "--trace", str(out), "--at", "run_example.cu:16", "--regs", "R0-R3",
+                 "--trace-ctas", "0", "--no-races"]) == 0
+    with TraceReader(out) as r:
+        tags = [t for t in r.meta["tag_info"] if ":16 " in t]
+        assert tags and r.meta["spec"]["ctas"] == [0]
+    capsys.readouterr()
+    assert main(["run", *base, "--at", "run_example.cu:16"]) == 2
+    assert "needs --trace" in capsys.readouterr().err
+    assert main(["run", *base, "--trace", str(out), "--at", "run_example.cu:16"]) == 2  # exists, no --force
+    assert "exists" in capsys.readouterr().err

@@ -902,6 +902,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="the interpreter only (no GPU)")
     ap.add_argument("--seeds", type=int, default=3, help="seeded schedules besides the default one (default 3)")
     ap.add_argument("--cases", default=None, help="comma-separated case names (default: all)")
+    ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
+                    help="tool runs at once (each its own process on the GPU; default min(8, cores))")
     ap.add_argument("--launch", help=argparse.SUPPRESS)
     ap.add_argument("--cubin", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -925,19 +927,33 @@ def main(argv=None) -> int:
     marks = markers()
     rows: list[Row] = []
     tool_error = ""
+    sims = {}
     for case in cases:
         sim = interpret(module, case, args.seeds)
         if case.side:
             want = marked_lines(case.side, marks)
             sim["marked_lines"] = sorted(want)
             sim["on_marked_lines"] = bool(sim["lines"]) and set(sim["lines"]) <= want
-        tool = None
-        if not args.dry_run and not tool_error:
+        sims[case.name] = sim
+    tools: dict = {}
+    if not args.dry_run:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(case):
             try:
                 tool, text = run_tool(sanitizer, case, cubin, args.timeout)
-                (out / f"{case.tool}_{case.name}.txt").write_text(text, encoding="utf-8")
             except ToolUnavailable as exc:
-                tool_error = str(exc)
+                return case.name, None, str(exc)
+            (out / f"{case.tool}_{case.name}.txt").write_text(text, encoding="utf-8")
+            return case.name, tool, ""
+
+        with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+            for name, tool, err in pool.map(one, cases):
+                tools[name] = tool
+                if err and not tool_error:
+                    tool_error = err
+    for case in cases:
+        sim, tool = sims[case.name], tools.get(case.name)
         cmp = compare(case, sim, tool)
         st = status_of(case, sim, tool, cmp, args.dry_run, tool_error)
         rows.append(Row(case.name, case.kernel, case.what, case.tool, case.expected, case.informational, case.note,

@@ -57,7 +57,7 @@ BANKS = 32
 WORD = 4
 MAX_PER_CTA = 227 * 1024  # bytes of shared memory a CTA may use on sm_90 (static + dynamic)
 RESERVED = 1024  # the window the driver reserves at the start of every CTA's shared memory (SASS sees it)
-OPS = ("ld", "st", "ldsm", "stsm", "ldgsts")
+OPS = ("ld", "st", "ldsm", "stsm", "ldgsts", "atom", "atom_cas")
 WIDTHS = (1, 2, 4, 8, 16)
 
 
@@ -86,11 +86,14 @@ class BankModel:
     # cp.async (LDGSTS) is served in quarter-warp phases of 8 lanes whatever its size; its ideal stays
     # that of a plain access of the same width (1/2/4 wavefronts for 4/8/16 bytes)
     ldgsts_quarters: bool = False
+    # the ideal of a 64/128-bit ld/st: ceil(active lanes x width / 128), / 256 for a load whose lane pairs
+    # pack without a conflict (instead of one per phase with an active lane)
+    ideal_bytes: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise bad_argument("name", self.name, "expected a non-empty str")
-        for f in ("pair_broadcast", "ldgsts_quarters"):
+        for f in ("pair_broadcast", "ldgsts_quarters", "ideal_bytes"):
             if not isinstance(getattr(self, f), bool):
                 raise bad_argument(f, getattr(self, f), "expected a bool")
 
@@ -100,9 +103,11 @@ PAIR_BROADCAST = BankModel("pair-broadcast", pair_broadcast=True)
 # what Nsight Compute 2025.3 counted on sm_90 (NVIDIA H200, gpu/check_banks.py, report in
 # traces/banks/): 64/128-bit loads whose lanes pair up (addr[n] == addr[n^1] or addr[n^2]) take half
 # the phases, and cp.async.ca of 4/8/16 bytes always takes quarter-warp phases (4 B linear: 4
-# wavefronts, 3 conflicts). cp.async.cg is not counted by the instruction-level ldgsts counter there,
-# so its prediction (like .ca 16 B) is unverified.
-SM90 = BankModel("sm_90", pair_broadcast=True, ldgsts_quarters=True)
+# wavefronts, 3 conflicts). Nsight Compute's per-instruction source counters (H100, gpu/ncu_source.py,
+# traces/sass/ncu_source.md) give the ideal of 64/128-bit accesses by bytes (``ideal_bytes``). They also
+# show cp.async.cg (LDGSTS.BYPASS) with a bank conflict, cp.async to one address from every lane and
+# zero-filling copies costing otherwise than this model says (listed there, not modelled).
+SM90 = BankModel("sm_90", pair_broadcast=True, ldgsts_quarters=True, ideal_bytes=True)
 MODELS = {m.name: m for m in (SM90, PHASES, PAIR_BROADCAST)}
 
 
@@ -112,6 +117,11 @@ def phases_of(op: str, width: int) -> tuple[int, int]:
         raise bad_argument("op", op, f"expected one of {OPS}")
     if op in ("ldsm", "stsm"):
         return 8, 16
+    if op in ("atom", "atom_cas"):
+        if width != 4:
+            raise NotImplementedError(f"bank counts of {8 * width}-bit shared atomics are not modelled "
+                                      "(measured only for 32-bit ATOMS)")
+        return 32, 4
     if width not in WIDTHS:
         raise bad_argument("width", width, f"expected an access width in bytes, one of {WIDTHS}")
     if op == "ldgsts" and width not in (4, 8, 16):
@@ -207,6 +217,16 @@ def wavefronts(addr: Any, *, width: int = 4, op: str = "ld", active: Any = None,
         if num not in (1, 2, 4):
             raise bad_argument("num", num, "ldmatrix/stmatrix move 1, 2 or 4 matrices (.x1/.x2/.x4)")
         act = act & (np.arange(32) < 8 * num)
+    if op in ("atom", "atom_cas"):
+        # 32-bit shared atomics (Nsight Compute's source counters, H100): the lanes are served one per bank
+        # per wavefront, lanes on one word not merged; a CAS takes two wavefronts per lane (ideal 2)
+        per_bank = np.zeros((a2.shape[0], BANKS), np.int32)
+        r, ln = np.nonzero(act)
+        np.add.at(per_bank, (r, (a2[r, ln] >> 2) & 31), 1)
+        k = 2 if op == "atom_cas" else 1
+        wf = (k * per_bank.max(axis=1)).astype(np.int32)
+        ideal = (k * act.any(axis=1)).astype(np.int32)
+        return wf.reshape(lead), ideal.reshape(lead)
     wf = np.empty(a2.shape[0], np.int32)
     ideal = np.empty(a2.shape[0], np.int32)
     shift = unit.bit_length() - 1
@@ -215,6 +235,7 @@ def wavefronts(addr: Any, *, width: int = 4, op: str = "ld", active: Any = None,
         quarters = np.empty_like(wf)
         _count(a2, act, shift, 128 // unit - 1 if unit >= 4 else 31, 8, quarters, np.empty_like(ideal))
         wf = quarters
+    packed_clean = np.zeros(wf.shape, bool)
     if model.pair_broadcast and op == "ld" and width in (8, 16):
         packed = _pair_uniform(a2, act)
         if packed.any():
@@ -222,9 +243,14 @@ def wavefronts(addr: Any, *, width: int = 4, op: str = "ld", active: Any = None,
             id2 = np.empty_like(ideal)
             _count(a2, act, shift, 128 // unit - 1, lpp * 2, wf2, id2)
             wf = np.where(packed, wf2, wf)
-            # the ideal of a packed access is the packed one too (Nsight Compute's source view: ideal 1 for an
-            # LDS.64 of lane pairs; its hardware counter: 0 conflicts)
             ideal = np.where(packed, id2, ideal)
+            packed_clean = packed & (wf2 == id2)
+    if model.ideal_bytes and op in ("ld", "st") and width in (8, 16):
+        # Nsight Compute's ideal for 64/128-bit accesses: the bytes the active lanes ask for, 128 per
+        # wavefront, 256 when a load packs lane pairs without a conflict (its source counters on sm_90)
+        lanes = act.sum(axis=1)
+        per = np.where(packed_clean, 256, 128)
+        ideal = ((lanes * width + per - 1) // per).astype(ideal.dtype)
     return wf.reshape(lead), ideal.reshape(lead)
 
 

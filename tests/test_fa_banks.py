@@ -11,6 +11,11 @@ What Nsight Compute measures per op class (the json's metrics):
   ld.shared conflicts are that minus the ldsm conflicts. The hardware counters are used only where their
   wavefronts equal the instruction-level ones (ld: ld + ldsm; st: st), i.e. nothing else was counted.
 
+The interpreter's conflicts are wavefronts minus ideal wavefronts as Nsight Compute's source counters give
+them (their "excessive" wavefronts). For ld/st they differ from the hardware bank-conflict counter in one
+pattern, which is no bank conflict: a 64/128-bit access by a few lanes in different phases (v5/v6's
+STS.64 of the {m, l} records by lanes 0 and 16: 2 wavefronts for 16 bytes, ideal 1, hardware conflicts 0).
+
 Per instruction, the interpreter's counters are compared with Nsight Compute's source counters by
 python -m gpu.ncu_source (traces/sass/).
 """
@@ -71,6 +76,13 @@ def _totals(sites, op):
     return sum(r.executions for r in mine), sum(r.wavefronts for r in mine), sum(r.conflicts for r in mine)
 
 
+def _sparse_excess(sites, op):
+    """Excess wavefronts of 64/128-bit accesses whose active lanes ask for at most 128 bytes per wavefront
+    of their ideal but fall in several phases: no bank conflict for the hardware counter."""
+    return sum(r.conflicts for r in sites if r.op == op and r.sass.split()[0].split(".")[-1] in ("64", "128")
+               and r.ideal < r.executions * (2 if "64" in r.sass.split()[0] else 4))
+
+
 @pytest.mark.parametrize("launch", LAUNCHES, ids=_id)
 def test_interpreted_bank_totals_equal_nsight_compute(launch):
     sites = _sites(launch)
@@ -81,7 +93,8 @@ def test_interpreted_bank_totals_equal_nsight_compute(launch):
             # cp.async.cg (L1 bypass): executed, but its wavefronts are not counted by this counter on sm_90
             assert got[0] == instructions, (op, "instructions")
             continue
-        assert got == (instructions, wavefronts, conflicts), (op, got, (instructions, wavefronts, conflicts))
+        excess = _sparse_excess(sites, op) if op in ("ld", "st") else 0
+        assert got == (instructions, wavefronts, conflicts + excess), (op, got, (instructions, wavefronts, conflicts))
 
 
 def _by_op(kernel, problem):
@@ -105,9 +118,11 @@ def test_v6_remaining_conflicts_are_ldmatrix_reads_at_head_dim_64():
     v6 = _by_op("v6", (1, 64, 64, 1, 64, "float16"))
     conflicted = [s for s in v6["ldsm"] if s.conflicts]
     assert conflicted and all(s.wavefronts == 2 * s.ideal for s in conflicted)
-    assert all(s.conflicts == 0 for op in ("ld", "st", "ldgsts") for s in v6[op])
-    v6_128 = _report("v6", (1, 64, 64, 1, 128, "float16")).bank_totals()["fa_v6"]
-    assert v6_128["conflicts"] == 0  # 128-element rows: every row its own xor
+    assert all(s.conflicts == 0 for op in ("ld", "ldgsts") for s in v6[op])
+    # the stores' only excess: STS.64 of the {m, l} records by lanes 0 and 16 (two phases, 16 bytes)
+    assert all(s.sass.startswith("STS.64") and s.wavefronts == 2 * s.ideal for s in v6["st"] if s.conflicts)
+    v6_128 = _report("v6", (1, 64, 64, 1, 128, "float16")).bank_sites()
+    assert sum(s.conflicts for s in v6_128 if s.op == "ldsm") == 0  # 128-element rows: every row its own xor
 
 
 def test_v5_store_conflicts_are_two_way_and_v6_removes_them():
@@ -115,7 +130,7 @@ def test_v5_store_conflicts_are_two_way_and_v6_removes_them():
     v6 = _by_op("v6", (1, 64, 64, 1, 64, "float16"))
     # store_c16 to a 16-wide (32-byte-row) tile: rows g and g+4 share banks, every STS.32 2-way in v5;
     # swizzle<1,3,3> moves rows 4-7 to the other 16 bytes
-    two_way = [s for s in v5["st"] if s.conflicts]
+    two_way = [s for s in v5["st"] if s.conflicts and s.sass.startswith("STS ")]
     assert two_way and all(s.wavefronts == 2 * s.ideal for s in two_way)
-    assert sum(s.conflicts for s in v6["st"]) == 0
+    assert sum(s.conflicts for s in v6["st"] if s.sass.startswith("STS ")) == 0
     assert len(v5["st"]) == len(v6["st"])

@@ -209,9 +209,10 @@ class Machine:
         self._waited += run
         self._waited[active] = 0
         if active.sum() == (self.st != NONE).sum() - (self.st == EXITED).sum():
-            # every live lane is here: back to lock-step
+            # every live lane is here: back to lock-step (warps may have exited while lanes ran apart)
             self.together = True
             self.cur = target
+            self._live_warps = int(((self.st != EXITED) & (self.st != NONE)).any(axis=2).sum())
             return target, None
         return target, active
 

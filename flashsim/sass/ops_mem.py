@@ -506,6 +506,8 @@ def _atomic_factory(ctx: Ctx, space: str):
                 got[sel] = _atomic_words(m.mem.word_view(int(i_), wdt), k, op, typ, v[sel],
                                          None if cv is None else cv[sel], ftz)
         else:  # every CTA's shared memory, as one word array
+            if width == 4:
+                m.smem.account(f"{ctx.ins.pc:#06x}", "atom_cas" if cas else "atom", ad, width, lanes)
             k = c * (m.smem.size // width) + ad[c, w, l] // width
             got = _atomic_words(m.smem.data.reshape(-1).view(wdt), k, op, typ, v, cv, ftz)
         out[c, w, l] = got[:, None].view(np.uint32).reshape(-1, words)
@@ -525,6 +527,8 @@ def atom_generic(ctx: Ctx):
     glob = _atomic_factory(ctx, "global")
     shared = _atomic_factory(ctx, "generic-shared")
     i = 0 if ctx.ins.opcode == "RED" else 1
+    if ctx.ops and ctx.ops[0].kind == "p":  # ATOM.E.op PT, d, [a], v: a predicate destination first
+        i += 1
     addr = _address(ctx, i, True)
 
     def run(m, ex):

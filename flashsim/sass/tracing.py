@@ -27,7 +27,7 @@ in the CTA's window, the reserved 1 KiB included), nbytes (16 for an ldmatrix/st
 1 store or cp.async's shared write, 2 atomic read-modify-write) and wavefront: the wavefront of the
 instruction that serves the lane, counted by :mod:`flashsim.smem`'s sm_90 rules (phases, then the k-th
 distinct unit of a bank group in lane order; the highest wavefront + 1 of an event is the instruction's
-wavefronts). Atomics have no bank model: their wavefront is 0xFFFF. Such an event's registers are the
+wavefronts). Atomics carry wavefront 0xFFFF (their per-lane order is not recorded). Such an event's registers are the
 ``lanes`` column only, unless its PC is also in ``at``. A warp instruction whose lanes access no shared
 memory (all guards false, a generic access that went to global memory) makes no event unless traced.
 
@@ -615,6 +615,8 @@ class Tracer:
         """SharedMemory's observer (every access of LDS/STS/LDSM/STSM/LDGSTS and of generic LD/ST to shared
         memory, with its lanes' addresses): the traced warps' accesses go to the current step."""
         st = self._step
+        if op in ("atom", "atom_cas"):
+            return  # the atomics' addresses come from their operands (the step's own record)
         if st is not None and st.accesses is not None and tag == st.tag:
             ad = np.broadcast_to(np.asarray(addr), active.shape)
             st.accesses.append((op, np.array(ad[st.a, st.w, :], np.int64), int(width),

@@ -14,8 +14,8 @@ after the launch, so outputs and in-place buffers are checked alike) and numpy s
 
 - Under ``pytest --gpu``: the module's cubin runs on the GPU (cupy, loaded from exactly these bytes) and in
   the interpreter on the same inputs; every array must be bit-identical. ``--update-golden`` also stores
-  the GPU's results under ``traces/golden/`` (one npz per launch, named by the kernel and a hash of the
-  cubin, launch shape and argument bytes, with provenance).
+  the GPU's results under ``traces/golden/`` (one npz per launch, named by the kernel and a hash of its
+  machine code, launch shape and argument bytes, with provenance).
 - Without ``--gpu``: the interpreter's results must equal the stored GPU results for the same launch. A
   launch with no stored result fails and says how to record one (hypothesis-drawn inputs need
   ``@settings(derandomize=True)`` to find their records again).
@@ -40,7 +40,7 @@ import numpy as np
 
 from flashsim.errors import FlashsimError, bad_argument
 
-__all__ = ["GoldenMissing", "KernelMismatch", "assert_matches_gpu", "configure", "launch_key"]
+__all__ = ["GoldenMissing", "KernelMismatch", "assert_matches_gpu", "code_digest", "configure", "launch_key"]
 
 
 class KernelMismatch(FlashsimError, AssertionError):
@@ -96,10 +96,26 @@ def _check_args(args) -> list:
     return out
 
 
-def launch_key(cubin: bytes, name: str, grid, block, shared_mem: int, args: Sequence[Any]) -> str:
-    """The hash that names a launch's stored GPU result: cubin, kernel, launch shape and argument bytes."""
+def code_digest(module, name: str) -> bytes:
+    """The sha256 of what a launch of kernel ``name`` executes: its machine code, its constant bank 0
+    image, the module's data and constant sections (not the line table, which records the folder the
+    source was compiled in)."""
+    elf = module._elf
+    k = elf.kernels[name]
+    h = hashlib.sha256(k.code)
+    h.update(k.constant0)
+    for sec, data in sorted(elf.data_sections().items()):
+        h.update(sec.encode() + bytes(data))
+    for bank, data in sorted(elf.constant_banks().items()):
+        h.update(str(bank).encode() + bytes(data))
+    return h.digest()
+
+
+def launch_key(code: bytes, name: str, grid, block, shared_mem: int, args: Sequence[Any]) -> str:
+    """The hash that names a launch's stored GPU result: the kernel's code (:func:`code_digest`), its
+    name, the launch shape and the argument bytes."""
     h = hashlib.sha256()
-    h.update(hashlib.sha256(cubin).digest())
+    h.update(code)
     h.update(json.dumps([name, list(grid), list(block), int(shared_mem)]).encode())
     for a in args:
         arr = np.asarray(a)
@@ -237,7 +253,9 @@ def assert_matches_gpu(module, name: str, grid, block, args: Sequence[Any], *, s
     if not isinstance(shared_mem, (int, np.integer)) or shared_mem < 0:
         raise bad_argument("shared_mem", shared_mem, "expected a non-negative int")
     args = _check_args(args)
-    key = launch_key(mod.cubin, name, grid, block, shared_mem, args)
+    if name not in mod.kernels:
+        raise bad_argument("name", name, f"no kernel of that name in the module (kernels: {mod.kernels})")
+    key = launch_key(code_digest(mod, name), name, grid, block, shared_mem, args)
     path = _golden_path(name, key)
     got, _ = _run_interp(mod, name, grid, block, args, int(shared_mem), exec_options)
     if _SESSION.gpu:

@@ -23,6 +23,15 @@ extern "C" __global__ void hexp(__half* y, const __half* x, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = hexp(x[i]);
 }
+extern "C" __global__ void hcmp(__half2* out, const __half2* a, const __half2* b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  __half2 x = a[i], y = b[i];
+  out[12 * i + 0] = __heq2(x, y);   out[12 * i + 1] = __hne2(x, y);   out[12 * i + 2] = __hlt2(x, y);
+  out[12 * i + 3] = __hle2(x, y);   out[12 * i + 4] = __hgt2(x, y);   out[12 * i + 5] = __hge2(x, y);
+  out[12 * i + 6] = __hequ2(x, y);  out[12 * i + 7] = __hneu2(x, y);  out[12 * i + 8] = __hltu2(x, y);
+  out[12 * i + 9] = __hleu2(x, y);  out[12 * i + 10] = __hgtu2(x, y); out[12 * i + 11] = __hgeu2(x, y);
+}
 '''
 STORE_LINE = next(i + 1 for i, s in enumerate(SRC.splitlines()) if "LINE:store" in s)
 
@@ -54,7 +63,7 @@ def golden_tmp(tmp_path):
 
 
 def _fake_golden(mod, args, outs, path_dir):
-    key = testing.launch_key(mod.cubin, "axpb", (2, 1, 1), (128, 1, 1), 0, list(args))
+    key = testing.launch_key(testing.code_digest(mod, "axpb"), "axpb", (2, 1, 1), (128, 1, 1), 0, list(args))
     path = testing._golden_path("axpb", key)
     arrays = {f"out{i}": o for i, o in enumerate(outs) if o is not None}
     np.savez(path, provenance=np.array(json.dumps({"kernel": "axpb", "key": key})), **arrays)
@@ -81,6 +90,15 @@ def test_a_difference_names_the_element_and_the_store(mod, golden_tmp):
     assert "STG" in msg and f":{STORE_LINE}" in msg and "cta=1 warp=0 lane=9" in msg
 
 
+def test_the_key_ignores_where_the_source_was_compiled(mod):
+    """The stored result of a launch is found again from another folder: the line table (which records the
+    folder) differs, the machine code does not."""
+    other = fc.RawModule(code=SRC, name="/elsewhere/kernel.cu")
+    assert other.cubin != mod.cubin
+    assert testing.code_digest(other, "axpb") == testing.code_digest(mod, "axpb")
+    assert testing.code_digest(other, "axpb") != testing.code_digest(mod, "hexp")
+
+
 def test_bad_arguments(mod, golden_tmp):
     from flashsim.errors import ArgumentError
 
@@ -99,6 +117,28 @@ def test_hexp_matches_gpu_on_bit_patterns(mod, x):
 
     n = x.shape[0]
     testing.assert_matches_gpu(mod, "hexp", ((n + 127) // 128,), (128,), (np.zeros(n, np.float16), x, np.int32(n)))
+
+
+def test_hexp_on_every_f16_input_matches_the_gpu(mod):
+    """HSET2 (the special cases of hexp) and the rest of h2exp's SASS on all 65,536 inputs: against the GPU
+    under --gpu, else against its stored result."""
+    x = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    testing.assert_matches_gpu(mod, "hexp", (512,), (128,), (np.zeros(x.size, np.float16), x, np.int32(x.size)))
+
+
+def test_half_compares_match_the_gpu(mod):
+    """Every HSET2.BF form __heq2 ... __hgeu2 compile to, on pairs of special and random f16 bit patterns."""
+    from flashsim.strategies import special_values
+
+    sp = np.array(special_values("f16"), np.uint16)
+    rng = np.random.default_rng(7)
+    a = np.concatenate([np.repeat(sp, sp.size), rng.integers(0, 1 << 16, 2048, dtype=np.uint16)])
+    b = np.concatenate([np.tile(sp, sp.size), rng.integers(0, 1 << 16, 2048, dtype=np.uint16)])
+    b[-512:] = a[-512:]  # equal pairs
+    a2, b2 = a.view(np.float16), b.view(np.float16)
+    n = a.size // 2
+    testing.assert_matches_gpu(mod, "hcmp", ((n + 127) // 128,), (128,),
+                               (np.zeros(24 * n, np.float16), a2, b2, np.int32(n)))
 
 
 def test_kernel_arrays_cover_special_bit_patterns():

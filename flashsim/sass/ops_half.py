@@ -18,15 +18,16 @@ _SIGNS = np.uint32(0x80008000)
 _ABS = np.uint32(0x7FFF7FFF)
 
 
-def _operands(ctx: Ctx, fmt: str):
-    """Readers of the source operands (after the destination), pairing immediate tokens."""
+def _operands(ctx: Ctx, fmt: str, end: int | None = None):
+    """Readers of the source operands (after the destination, before ``end``), pairing immediate tokens."""
     ops = ctx.ops
+    end = len(ops) if end is None else end
     readers = []
     i = 1
-    while i < len(ops):
+    while i < end:
         op = ops[i]
         if op.kind in ("imm", "fimm"):
-            ctx.need(i + 1 < len(ops) and ops[i + 1].kind in ("imm", "fimm"), f"a single packed immediate in {ctx.ins.text}")
+            ctx.need(i + 1 < end and ops[i + 1].kind in ("imm", "fimm"), f"a single packed immediate in {ctx.ins.text}")
             hi, lo = (_imm16(ctx, ops[j], fmt) for j in (i, i + 1))
             v = np.uint32((hi << 16) | lo)
             readers.append(lambda m, v=v: v)
@@ -95,6 +96,44 @@ def _half_factory(kind: str):
             wd(m, out, ex)
         return run
     return factory
+
+
+_ONE = {"f16": 0x3C00, "bf16": 0x3F80}
+
+
+@semantic("HSET2", family="half")
+def hset2(ctx: Ctx):
+    # HSET2[.BF].cmp.bop[.FTZ] d, a, b, c: per half, r = (a cmp b) bop c (c a predicate); d's half is 1.0
+    # with .BF (boolean float), else all ones, where r holds, and 0 where not (set.<cmp>.f16x2.f16x2 /
+    # .u32.f16x2). Ordered compares are false on NaN, the U forms true, as for FSETP.
+    mods = ctx.mods
+    cmp = next((k for k in ("LTU", "EQU", "LEU", "GTU", "NEU", "GEU", "NUM", "NAN", "LT", "EQ", "LE", "GT",
+                            "NE", "GE", "T", "F") if k in mods), None)
+    bop = next((k for k in ops_float._BOP if k in mods), None)
+    ctx.need(cmp is not None and bop is not None and not (mods - {cmp, bop, "BF", "FTZ", "BF16_V2"}),
+             f"HSET2 form {ctx.ins.name}")
+    fmt = "bf16" if "BF16_V2" in mods else "f16"
+    ctx.need(ctx.ops[-1].kind == "p", f"{ctx.ins.text} (a predicate last)")
+    readers = _operands(ctx, fmt, end=len(ctx.ops) - 1)
+    ctx.need(len(readers) == 2, f"{ctx.ins.text}")
+    rc = ctx.pred(len(ctx.ops) - 1)
+    true_half = np.uint32(_ONE[fmt] if "BF" in mods else 0xFFFF)
+    f, g = ops_float._FCMP[cmp], ops_float._BOP[bop]
+    ftz = "FTZ" in mods
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        a, b = (np.asarray(r(m), np.uint32) for r in readers)
+        a, b = np.broadcast_arrays(a, b)
+        c = np.asarray(rc(m), bool)
+        out = np.zeros(np.broadcast_shapes(a.shape, c.shape), np.uint32)
+        for sh in (0, 16):
+            x, y = (((v >> np.uint32(sh)) & np.uint32(0xFFFF)).astype(np.uint16) for v in (a, b))
+            with np.errstate(invalid="ignore"):
+                r = f(half.to_value(x, half._fmt(fmt), ftz), half.to_value(y, half._fmt(fmt), ftz))
+            out |= np.where(g(r, c), true_half, np.uint32(0)) << np.uint32(sh)
+        wd(m, out, ex)
+    return run
 
 
 semantic("HFMA2", family="half")(_half_factory("fma"))

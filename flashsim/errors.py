@@ -19,12 +19,27 @@ def bad_argument(name: str, value: object, why: str) -> ArgumentError:
     return ArgumentError(f"{name}={text}: {why}")
 
 
+def location(*, cta: int | None = None, warp: int | None = None, lane: int | None = None,
+             addr: int | None = None) -> str:
+    """Where something happened, in the one wording every message uses: ``cta=1 warp=2 lane=3 addr=0x40``
+    (the fields given, in that order; the address in hex)."""
+    parts = []
+    for name, v in (("cta", cta), ("warp", warp), ("lane", lane)):
+        if v is not None:
+            parts.append(f"{name}={int(v)}")
+    if addr is not None:
+        parts.append(f"addr={int(addr):#x}")
+    if not parts:
+        raise bad_argument("location", None, "expected at least one of cta, warp, lane, addr")
+    return " ".join(parts)
+
+
 class SimulatedFault(FlashsimError):
     """A fault the GPU would raise (misaligned or out-of-bounds access), located by cta/warp/lane/address."""
 
     def __init__(self, kind: str, *, cta: int, warp: int, lane: int, addr: int, detail: str = ""):
         self.kind, self.cta, self.warp, self.lane, self.addr, self.detail = kind, cta, warp, lane, addr, detail
-        msg = f"{kind}: cta={cta} warp={warp} lane={lane} addr={addr:#x}"
+        msg = f"{kind}: {location(cta=cta, warp=warp, lane=lane, addr=addr)}"
         super().__init__(msg + (f" ({detail})" if detail else ""))
 
 

@@ -42,6 +42,7 @@ import numpy as np
 
 from gpu.runtime import CheckError
 
+from flashsim.errors import bad_argument
 from flashsim.smem import PHASES, SM90, wavefronts
 from flashsim.swizzle import cute_swizzle, seed_swizzle
 
@@ -77,15 +78,16 @@ class Pattern:
 
     def __post_init__(self):
         if self.kernel not in KERNELS:
-            raise ValueError(f"pattern {self.name}: unknown kernel {self.kernel!r}")
+            raise bad_argument("kernel", self.kernel, f"pattern {self.name}: not a kernel of {FILE}")
         op, width, num = KERNELS[self.kernel]
         offs = np.asarray(self.offs, np.int64)
         if offs.shape != (32,) or offs.min() < 0 or offs.max() + width > BANK_SMEM:
-            raise ValueError(f"pattern {self.name}: offsets must be 32 values in [0, {BANK_SMEM - width}]")
+            raise bad_argument("offs", self.offs,
+                               f"pattern {self.name}: expected 32 offsets in [0, {BANK_SMEM - width}]")
         used = np.arange(32) < (8 * num if num else 32)
         act = ((self.active >> LANE) & 1).astype(bool)
         if ((offs % width != 0) & act & used).any():
-            raise ValueError(f"pattern {self.name}: offsets must be {width}-byte aligned")
+            raise bad_argument("offs", self.offs, f"pattern {self.name}: offsets must be {width}-byte aligned")
 
     @property
     def op(self) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flashsim.errors import FlashsimError, TraceError, bad_argument
+from flashsim.errors import FlashsimError, TraceError, bad_argument, location
 from flashsim.trace import spec
 from flashsim.trace.record import LANES, RegEvent, check_filter
 from gpu import fa_kernels, runtime
@@ -51,17 +51,19 @@ def decode(words: np.ndarray, cta: int, warp: int, kernel: str, headdim: int) ->
     """Events of one warp's buffer (uint32 words) and the count of dropped events."""
     used, dropped = int(words[0]), int(words[1])
     if used < 2 or used > words.size:
-        raise TraceError(f"trace buffer of CTA {cta} warp {warp} is corrupt: {used} words used of {words.size}")
+        raise TraceError(f"trace buffer of {location(cta=cta, warp=warp)} is corrupt: {used} words used of "
+                         f"{words.size}")
     events, pos = [], 2
     while pos < used:
         head = int(words[pos])
         tag_id, nregs = head & 0xFFFF, head >> 16
         if tag_id >= len(spec.TAGS):
-            raise TraceError(f"CTA {cta} warp {warp}: unknown tag id {tag_id} at word {pos}")
+            raise TraceError(f"{location(cta=cta, warp=warp)}: unknown tag id {tag_id} at word {pos}")
         tag = spec.TAGS[tag_id]
         expect = len(spec.registers(kernel, tag, headdim))
         if nregs != expect:
-            raise TraceError(f"CTA {cta} warp {warp}: {tag} has {nregs} registers, flashsim.trace.spec says {expect}")
+            raise TraceError(f"{location(cta=cta, warp=warp)}: {tag} has {nregs} registers, flashsim.trace.spec says "
+                             f"{expect}")
         seq = int(words[pos + 1])
         regs = words[pos + 2:pos + 2 + 32 * nregs].reshape(nregs, LANES).T.copy()
         events.append(RegEvent(cta, warp, seq, tag, regs))
@@ -106,7 +108,7 @@ class Armed:
                 ev, dropped = decode(buf[i, j], c, w, self.kernel, self.headdim)
                 used[(c, w)] = int(buf[i, j, 0])
                 if dropped:
-                    overflow.append(f"CTA {c} warp {w} dropped {dropped} events")
+                    overflow.append(f"{location(cta=c, warp=w)} dropped {dropped} events")
                 events.extend(ev)
         if overflow:
             raise TraceOverflow(f"trace buffer of {self.cap} words per warp too small ({self.need} needed by "

@@ -133,7 +133,9 @@ def validate_swept(name: str, pool, log) -> dict:
 
 
 def validate_cuda_math(x: np.ndarray, rng, log, out_dir: Path) -> list[dict]:
-    """Build gpu/kernels/cuda_math.cu with nvcc (plain and --use_fast_math) and compare every function."""
+    """Build gpu/kernels/cuda_math.cu with nvcc four ways (plain, --use_fast_math, -ftz=true, and
+    --use_fast_math -ftz=false) and compare every function with its model in that setting, on ``x`` plus
+    inputs where results or inputs are subnormal (where ftz matters)."""
     import subprocess
 
     import cupy as cp
@@ -142,15 +144,21 @@ def validate_cuda_math(x: np.ndarray, rng, log, out_dir: Path) -> list[dict]:
     from gpu.runtime import kernel_path, launch
 
     src = kernel_path("cuda_math.cu")
+    extra = [rng.uniform(-104, -87, 200_000), rng.uniform(-150, -126, 100_000)]
+    big = (rng.integers(0, 1 << 24, 100_000) | (np.uint32(252) << 23)).astype(np.uint32)  # |x| in [2^125, 2^128)
+    big |= (rng.integers(0, 2, big.size).astype(np.uint32) << 31)
+    x = np.concatenate([x] + [e.astype(np.float32).view(np.uint32) for e in extra] + [big])
     n = x.size
     b = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
     scale = np.float32(0.08838834764831845 * 1.4426950408889634).view(np.uint32)
     sc = np.full(n, scale, np.uint32)
     mx = (x.view(np.float32) * sc.view(np.float32) + rng.normal(0, 4, n).astype(np.float32)).astype(np.float32).view(np.uint32)
     results = []
-    for fast in (False, True):
-        cubin = out_dir / f"cuda_math{'_fast' if fast else ''}.cubin"
-        cmd = ["nvcc", "-arch=sm_90", "-cubin", "-o", str(cubin), str(src)] + (["--use_fast_math"] if fast else [])
+    settings = [(False, False, []), (True, True, ["--use_fast_math"]), (False, True, ["-ftz=true"]),
+                (True, False, ["--use_fast_math", "-ftz=false"])]
+    for fast, ftz, flags in settings:
+        cubin = out_dir / f"cuda_math{''.join(f.replace('-', '_').replace('=', '_') for f in flags)}.cubin"
+        cmd = ["nvcc", "-arch=sm_90", "-cubin", "-o", str(cubin), str(src)] + flags
         subprocess.run(cmd, check=True, capture_output=True, text=True)
         mod = cp.RawModule(path=str(cubin))
         for name, (arity, model) in cuda_math.FUNCTIONS.items():
@@ -159,9 +167,9 @@ def validate_cuda_math(x: np.ndarray, rng, log, out_dir: Path) -> list[dict]:
             out = cp.empty(n, cp.uint32)
             launch(k, ((n + 255) // 256,), (256,), (*[cp.asarray(a) for a in ins], out, np.uint64(n)))
             g = out.get()
-            sim = model(*ins, fast_math=fast)
+            sim = model(*ins, fast_math=fast, ftz=ftz)
             bad = np.nonzero(g != sim)[0]
-            label = f"{name}{' --use_fast_math' if fast else ''}"
+            label = f"{name}{' ' + ' '.join(flags) if flags else ''}"
             results.append({"instruction": f"cuda_math.{label}", "inputs": int(n), "mismatches": int(bad.size),
                             "examples": [[hex(int(ins[0][i])), hex(int(g[i])), hex(int(sim[i]))] for i in bad[:5]]})
             log(f"cuda_math {label}: {n} inputs, {bad.size} mismatches {results[-1]['examples'][:2]}")
@@ -199,6 +207,8 @@ def main(argv=None) -> int:
     ap.add_argument("--install", action="store_true")
     ap.add_argument("--ops", nargs="*")
     ap.add_argument("--seed", type=int, default=20261122)
+    ap.add_argument("--cuda-math-only", action="store_true",
+                    help="only the CUDA math calls, in the four ftz/fast-math builds (writes cuda_math_report.json)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     logf = open(args.out / "sfu_validate.log", "a")
@@ -213,6 +223,13 @@ def main(argv=None) -> int:
 
     prov = provenance(args.seed)
     log(json.dumps(prov))
+    if args.cuda_math_only:
+        rng = np.random.default_rng(args.seed)
+        results = validate_cuda_math(golden_inputs(rng), rng, log, args.out)
+        (args.out / "cuda_math_report.json").write_text(json.dumps({"provenance": prov, "results": results}, indent=1))
+        bad = sum(r["mismatches"] for r in results)
+        log(f"cuda_math: {len(results)} function x build checks, {bad} mismatches")
+        return 0 if bad == 0 else 1
     root = Path(__file__).resolve().parent.parent
     if args.record:
         t = record_tables(log)

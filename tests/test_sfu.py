@@ -15,8 +15,18 @@ from flashsim.strategies import bit_arrays
 
 f32 = lambda v: np.asarray(v, np.float32).view(np.uint32)  # noqa: E731
 def val(b):
-    with np.errstate(invalid="ignore"):  # signaling NaN patterns become quiet NaNs in the cast
-        return b.view(np.float32).astype(np.float64)
+    """f32 bit patterns as float64 values. A signalling NaN pattern is made quiet first (payload kept): cast
+    as it is, it raises the invalid-operation flag ("invalid value encountered in cast")."""
+    b = np.asarray(b, np.uint32)
+    quiet = np.where((b & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000), b | np.uint32(0x00400000), b)
+    return quiet.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def test_val_reads_every_nan_pattern_without_a_floating_point_exception():
+    # the suite turns warnings into errors: a cast of a signalling NaN would fail here
+    b = np.array([0x7F800001, 0x7FBFFFFF, 0xFF800001, 0x7FC00000, 0x7FFFFFFF, 0x7F800000, 0x00000001], np.uint32)
+    v = val(b)
+    assert np.isnan(v[:5]).all() and v[5] == np.inf and v[6] == 2.0**-149
 
 
 @settings(deadline=None)

@@ -127,7 +127,8 @@ def test_diff_finds_a_planted_bit_flip(kernel, runs, data):
     assert first.cells[0][2] ^ first.cells[0][3] == 1 << bit
     assert len(d.divergences) == 1
     text = d.format(kernel, run.meta["instance_headdim"], run.meta["params"]["dtype"])
-    assert f"lane {lane:2d} {spec.registers(kernel, target.tag, run.meta['instance_headdim'])[reg]}" in text
+    name = spec.registers(kernel, target.tag, run.meta["instance_headdim"])[reg]
+    assert re.search(rf"^  lane={lane} +{re.escape(name)} +A 0x", text, re.M), text
 
 
 def test_diff_reports_missing_events_and_summary(runs):
@@ -262,7 +263,8 @@ def test_cli_record_show_diff_replay_html(tmp_path, capsys):
     assert main(["trace", "diff", str(a), str(b)]) == 1
     text = capsys.readouterr().out
     assert text.startswith("the two runs had different inputs (sha256 ")  # said first, before the details
-    assert "first divergence: CTA 0 warp 0 mma_qk #0 (seq 3)" in text and "ulp" in text
+    assert "first divergence: cta=0 warp=0 mma_qk #0 (seq 3)" in text and "ulp" in text
+    assert re.search(r"^  lane=\d+ +\S+ +A 0x[0-9a-f]{8} ", text, re.M)
     h = tmp_path / "a.html"
     assert main(["trace", "html", str(a), "--against", str(b), "-o", str(h)]) == 0
     page = h.read_text()
@@ -311,7 +313,7 @@ def test_gpu_trace_overflow_is_an_error():
     from gpu import trace_gpu
 
     case = make_case(session.make_params(**SMALL["kernel1"]))
-    with pytest.raises(trace_gpu.TraceOverflow, match="CTA 0 warp 0 dropped"):
+    with pytest.raises(trace_gpu.TraceOverflow, match="cta=0 warp=0 dropped"):
         trace_gpu.record("kernel1", case.q, case.k, case.v, ctas=[0], cap_words=2 + 2 + 32 * 32 + 100)
 
 
@@ -347,11 +349,11 @@ def test_gpu_buffer_decoding(runs):
     assert all(np.array_equal(a.regs, b.regs) for a, b in zip(got, evs))
     bad = words.copy()
     bad[2] = 99 | (bad[2] & 0xFFFF0000)
-    with pytest.raises(TraceError, match="unknown tag id 99"):
+    with pytest.raises(TraceError, match="^cta=1 warp=2: unknown tag id 99"):
         decode(bad, 1, 2, "fa2", run.meta["instance_headdim"])
     bad = words.copy()
     bad[0] = 10**7
-    with pytest.raises(TraceError, match="corrupt"):
+    with pytest.raises(TraceError, match="^trace buffer of cta=1 warp=2 is corrupt"):
         decode(bad, 1, 2, "fa2", run.meta["instance_headdim"])
 
 

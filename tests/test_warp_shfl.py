@@ -100,10 +100,12 @@ def test_batched_warps_and_per_warp_masks():
 
 
 def test_undefined_results_are_refused():
-    with pytest.raises(UndefinedResult, match=r"lane 16 .* not in membermask 0x0000ffff"):
+    with pytest.raises(UndefinedResult,
+                       match=r"shfl.sync.idx: cta=0 warp=0 lane=16 executes it but is not in membermask 0x0000ffff"):
         shfl_sync("idx", VALUES, 0, 0x1F, 0xFFFF)
     act = LANE < 16
-    with pytest.raises(UndefinedResult, match=r"lane 15 .* reads lane 16, which is inactive or not in membermask"):
+    with pytest.raises(UndefinedResult, match=r"shfl.sync.down: cta=0 warp=0 lane=15 reads source lane=16, "
+                                              r"which is inactive or not in membermask"):
         shfl_sync("down", VALUES, 1, 0x1F, 0xFFFF, active=act)
     # clamped lanes read themselves: defined
     d, p, _ = shfl_sync("down", VALUES, 1, 0x0F, 0xFFFF, active=act)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from flashsim.errors import location
 from flashsim.trace import spec
 
 
@@ -119,14 +120,15 @@ class DiffResult:
             lines.append("no divergence: every register of every event is bit-identical")
             return "\n".join(lines)
         d = self.first
-        lines.append(f"first divergence: CTA {d.cta} warp {d.warp} {d.tag} #{d.occurrence} (seq {d.seq}): {d.kind}")
+        lines.append(f"first divergence: {location(cta=d.cta, warp=d.warp)} {d.tag} #{d.occurrence} (seq {d.seq}): "
+                     f"{d.kind}")
         if d.before:
             lines.append("  events before it in this warp: " + ", ".join(f"{s}:{t}" for s, t in d.before))
         names = spec.registers(kernel, d.tag, headdim) if d.kind == "registers" else []
         for lane, r, a, b, ulp in (tuple(int(x) for x in col) for col in d.table[:, :max_cells].T):
             name = names[r] if r < len(names) else f"r{r}"
             fmt = spec.register_format(kernel, d.tag, name, dtype)
-            lines.append(f"  lane {lane:2d} {name:<16} A 0x{a:08x} ({as_number(a, fmt)})  B 0x{b:08x} "
+            lines.append(f"  {location(lane=lane):<7} {name:<16} A 0x{a:08x} ({as_number(a, fmt)})  B 0x{b:08x} "
                          f"({as_number(b, fmt)})  {'ulp ' + str(ulp) if ulp >= 0 else 'NaN'}")
         if d.n_cells > max_cells:
             lines.append(f"  ... {d.n_cells - max_cells} more lane/register cells differ in this event")

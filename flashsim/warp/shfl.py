@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from flashsim.errors import bad_argument
+from flashsim.errors import bad_argument, location
 from flashsim.smem import Event
 from flashsim.warp.state import FULL_MASK, UndefinedResult, lane_array, restore
 
@@ -87,15 +87,16 @@ def shfl_sync(mode: str, a: Any, b: Any, c: Any, membermask: Any = FULL_MASK, *,
     outside = act & ~in_mask
     if outside.any():
         c_, w_, l_ = (int(v) for v in np.argwhere(outside)[0])
-        raise UndefinedResult(f"shfl.sync.{mode}: lane {l_} (cta={c_} warp={w_}) executes it but is not in "
+        raise UndefinedResult(f"shfl.sync.{mode}: {location(cta=c_, warp=w_, lane=l_)} executes it but is not in "
                               f"membermask {int(mm[c_, w_]):#010x}: the PTX ISA leaves the behaviour undefined")
     src_ok = np.take_along_axis(act & in_mask, j, axis=-1)
     bad = act & ~src_ok
     if bad.any():
         c_, w_, l_ = (int(v) for v in np.argwhere(bad)[0])
         src = int(j[c_, w_, l_])
-        raise UndefinedResult(f"shfl.sync.{mode}: lane {l_} (cta={c_} warp={w_}) reads lane {src}, which is "
-                              f"inactive or not in membermask {int(mm[c_, w_]):#010x}: d is undefined (PTX ISA)")
+        raise UndefinedResult(f"shfl.sync.{mode}: {location(cta=c_, warp=w_, lane=l_)} reads source lane={src}, "
+                              f"which is inactive or not in membermask {int(mm[c_, w_]):#010x}: d is undefined "
+                              "(PTX ISA)")
     d = np.where(act, np.take_along_axis(av, j, axis=-1), np.uint32(0)).astype(np.uint32)
     p = act & pval
     op = f"shfl.sync.{mode}.b32"

@@ -1,15 +1,14 @@
-"""``flashsim check``: run the FlashAttention twins on random inputs and say how they did.
+"""flashsim check: run the FlashAttention kernels' twins on random inputs and say how they did.
 
-Per kernel: the simulator's wall time, the error of out (and LSE) against the float64 reference with
+Per kernel: the simulator's wall time, the error of out (and, for fa2, LSE) against a float64 reference with
 flash-attn's acceptance rule, the shared-memory bank report of the launch per source line (from running the
-kernel's own cubin in the SASS interpreter: ``flashsim.cuda.checking``), and with ``--gpu`` whether the
-CUDA kernel's out (and LSE) are bit-identical to the twin's. Exit status 0 when every kernel passes, 1
-otherwise.
+kernel's own cubin in the SASS interpreter), and with --gpu whether the CUDA kernel's out (and LSE) are
+bit-identical to the twin's. The one-off compilation (numba, NVRTC) is timed apart, before the kernels.
+Before it starts, the run's work (tile-steps: CTAs x KV blocks) and memory are estimated, and a run beyond
+this machine is refused. Exit status 0 when every kernel passes, 1 otherwise, 2 on bad input.
 """
 
 from __future__ import annotations
-
-from flashsim.options import non_negative_int, positive_int
 
 import sys
 import time
@@ -17,72 +16,281 @@ import time
 import ml_dtypes
 import numpy as np
 
-from flashsim.kernels import TWINS, run_twin
+from flashsim.kernels import PROGRESS_UNIT, TWINS, run_twin
+from flashsim.options import PROBLEM_DEFAULTS, non_negative_int, positive_int
+from flashsim.progress import Estimate, Progress, format_bytes, physical_memory, refuse_if_too_large
 
 _DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 
+#: the option of each problem size, in the order the error messages name them
+SIZE_OPTIONS = (("batch", "--batch"), ("heads", "--heads"), ("heads_k", "--heads-k"), ("seqlen", "--seqlen"),
+                ("seqlen_k", "--seqlen-k"), ("headdim", "--headdim"))
+#: atol of flash-attn's acceptance rule as flashsim check applies it
+ATOL = 1e-5
+#: seconds a run lasts before its progress is shown (a short run stays quiet)
+PROGRESS_DELAY = 1.0
+
+EPILOG = """reading the output:
+  out vs float64   flash-attn's acceptance rule: max|out - ref| <= 2 * max|out_lowp - ref| + atol, with
+                   ref the float64 reference attention, out_lowp the same attention computed plainly at
+                   the kernel's precisions, atol 1e-05
+  LSE vs float64   the log-sum-exp of each score row; only fa2 writes it (the others write out alone)
+  banks            executions: shared-memory warp instructions executed; wavefronts: passes through the
+                   32 banks they took; ideal: the fewest passes their bytes need; conflicts: wavefronts
+                   minus ideal (extra passes from bank conflicts)
+
+A run of more than 1e8 tile-steps (CTAs x KV blocks) or of more memory than the machine has is refused
+before it starts. Progress goes to stderr: a bar on a terminal, a line per 10% otherwise."""
+
 
 def add_parser(sub) -> None:
+    import argparse
+
     p = sub.add_parser("check", help="run the FlashAttention kernels' twins on random inputs: error vs float64, "
                                      "bank conflicts per source line, time; --gpu: bit-identity with the CUDA kernels",
-                       description=__doc__)
-    p.add_argument("--kernel", default="fa2,kernel1,v5,v6", help=f"comma-separated, from {','.join(TWINS)} "
-                                                                 "(default: all)")
+                       description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kernel", default=",".join(TWINS),
+                   help=f"comma-separated kernels to run, from {','.join(TWINS)} (default: %(default)s)")
     add_problem_arguments(p)
     p.add_argument("--gpu", action="store_true", help="also run the CUDA kernels (cupy) and compare bit for bit")
     p.add_argument("--no-banks", action="store_true", help="skip the bank report (it runs each kernel's cubin in "
-                                                          "the SASS interpreter)")
-    p.add_argument("--bank-lines", type=positive_int, default=8, help="source lines shown per kernel in the bank "
-                                                                      "report, worst first (default 8)")
+                                                          "the SASS interpreter, the slowest part)")
+    p.add_argument("--bank-lines", type=positive_int, default=8, metavar="N",
+                   help="source lines shown per kernel in the bank report, worst first (default: %(default)s)")
     p.set_defaults(func=cmd_check)
 
 
-def add_problem_arguments(p, seqlen: int = 256, headdim: int = 128, heads: int = 2) -> None:
-    """The options that describe one attention problem (shared by ``check`` and ``trace record``)."""
-    p.add_argument("--batch", type=positive_int, default=1)
-    p.add_argument("--heads", type=positive_int, default=heads)
-    p.add_argument("--heads-k", type=positive_int, default=None, help="kv heads (GQA/MQA; default: --heads)")
-    p.add_argument("--seqlen", type=positive_int, default=seqlen, help="seqlen_q (and seqlen_k unless --seqlen-k)")
-    p.add_argument("--seqlen-k", type=non_negative_int, default=None)
-    p.add_argument("--headdim", type=positive_int, default=headdim)
-    p.add_argument("--dtype", choices=sorted(_DTYPES), default="float16")
-    p.add_argument("--causal", action="store_true")
-    p.add_argument("--window", type=int, nargs=2, metavar=("LEFT", "RIGHT"), default=(-1, -1))
-    p.add_argument("--softcap", type=float, default=0.0)
-    p.add_argument("--scale", type=float, default=None, help="softmax_scale (default headdim^-0.5)")
-    p.add_argument("--seed", type=non_negative_int, default=0)
+def add_problem_arguments(p, seqlen: int | None = None, headdim: int | None = None, heads: int | None = None) -> None:
+    """The options that describe one attention problem (shared by ``check`` and ``trace record``), with the
+    defaults of PROBLEM_DEFAULTS."""
+    d = PROBLEM_DEFAULTS
+    p.add_argument("--batch", type=positive_int, default=d["batch"], metavar="N",
+                   help="batch size (default: %(default)s)")
+    p.add_argument("--heads", type=positive_int, default=d["heads"] if heads is None else heads, metavar="N",
+                   help="query heads (default: %(default)s)")
+    p.add_argument("--heads-k", type=positive_int, default=None, metavar="N",
+                   help="key/value heads; fewer than --heads, dividing it, for GQA/MQA (default: --heads)")
+    p.add_argument("--seqlen", type=positive_int, default=d["seqlen"] if seqlen is None else seqlen, metavar="N",
+                   help="query sequence length seqlen_q, and seqlen_k unless --seqlen-k (default: %(default)s)")
+    p.add_argument("--seqlen-k", type=non_negative_int, default=None, metavar="N",
+                   help="key/value sequence length seqlen_k (default: --seqlen)")
+    p.add_argument("--headdim", type=positive_int, default=d["headdim"] if headdim is None else headdim, metavar="N",
+                   help="head dimension (default: %(default)s)")
+    p.add_argument("--dtype", choices=sorted(_DTYPES), default=d["dtype"],
+                   help="element type of q, k and v (default: %(default)s)")
+    p.add_argument("--causal", action="store_true", help="causal mask, aligned to the bottom right as flash-attn does")
+    p.add_argument("--window", type=int, nargs=2, metavar=("LEFT", "RIGHT"), default=(-1, -1),
+                   help="local attention: keys at most LEFT before and RIGHT after the query's position, -1 for "
+                        "no limit (default: -1 -1, no window)")
+    p.add_argument("--softcap", type=float, default=0.0, metavar="CAP",
+                   help="scores become CAP * tanh(scores / CAP); 0 turns it off (default: %(default)s)")
+    p.add_argument("--scale", type=float, default=None, metavar="S",
+                   help="softmax scale multiplying q.k (default: headdim^-0.5)")
+    p.add_argument("--seed", type=non_negative_int, default=d["seed"],
+                   help="seed of the random inputs, numpy.random.default_rng(SEED) (default: %(default)s)")
 
 
-def _progress(label):
-    state = {"t": time.perf_counter(), "last": 0.0}
-
-    def show(done, total):
-        now = time.perf_counter()
-        if now - state["last"] > 1.0 or done == total:
-            state["last"] = now
-            sys.stderr.write(f"\r  {label}: {done}/{total} CTAs, {now - state['t']:.1f} s")
-            if done == total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
-    return show
+# ----------------------------------------------------------------------------------------------------
+# The problem, before any array exists: shapes, work and memory
+# ----------------------------------------------------------------------------------------------------
 
 
-def bank_report(kernel: str, q, k, v, **kw):
+def fake_inputs(batch: int, heads: int, heads_k: int, seqlen_q: int, seqlen_k: int, headdim: int, dtype: str):
+    """q, k, v of these shapes as zero-strided views of one element: the argument checks and the estimates
+    read shapes and dtypes only, so nothing of the problem's size is allocated."""
+    z = np.zeros((), _DTYPES[dtype])
+    kv = np.broadcast_to(z, (batch, seqlen_k, heads_k, headdim))
+    return np.broadcast_to(z, (batch, seqlen_q, heads, headdim)), kv, kv
+
+
+def in_domain(kernel: str, q, k, v, kw: dict) -> bool:
+    """Whether ``kernel`` models this call (shapes, dtype, masks): the twins' own checks."""
+    from flashsim.attention import check_args
+    from flashsim.errors import ArgumentError
+    from flashsim.kernels import check_supported
+
+    try:
+        if kernel == "fa2":
+            from flashsim.kernels import fa2
+
+            fa2.check(q, k, v, **kw)
+            return True
+        check_supported(kernel, check_args(q, k, v, **kw))
+        scale = kw.get("softmax_scale")
+        if kernel == "kernel1":
+            from flashsim.kernels import kernel1
+
+            kernel1.check(q, k, v, scale)
+        else:
+            from flashsim.kernels import fa_v5
+
+            fa_v5.check(kernel, q, k, v, scale)
+    except (NotImplementedError, ArgumentError):
+        return False
+    return True
+
+
+def tile_steps(kernel: str, a) -> int:
+    """CTAs x KV blocks of one launch of ``kernel`` on the call ``a`` (AttentionArgs): the unit of the work."""
+    if kernel == "fa2":
+        if a.seqlen_k == 0:
+            return 0
+        from flashsim.kernels import fa2
+
+        pb = fa2.problem_from_args(a)
+        lo, hi = pb.n_block_range(np.arange(pb.m_blocks))
+        return int(np.maximum(hi - lo, 0).sum()) * a.heads * a.batch
+    if kernel == "kernel1":
+        return (a.seqlen_q // 64) * a.heads * a.batch * (a.seqlen_k // 64)
+    return (a.seqlen_q // 64) * a.heads * a.batch * (a.seqlen_k // 16)  # v5/v6: 64-row CTAs, 16-key tiles
+
+
+def grid_ctas(kernel: str, a) -> int:
+    """CTAs of one launch of ``kernel`` on the call ``a``."""
+    if kernel == "fa2":
+        return -(-a.seqlen_q // 128) * a.heads * a.batch
+    return (a.seqlen_q // 64) * a.heads * a.batch
+
+
+def kernel_memory(kernel: str, a, *, workers: int = 1, interp: bool = False) -> int:
+    """Bytes the twin of ``kernel`` (or, ``interp``, its cubin in the SASS interpreter) allocates on the call
+    ``a`` beyond the inputs: copies of the inputs, outputs and the working arrays of the CTAs in flight."""
+    nq = a.batch * a.seqlen_q * a.heads * a.headdim
+    nk = a.batch * a.seqlen_k * a.heads_k * a.headdim
+    if kernel == "fa2":
+        d = 64 if a.headdim_padded <= 64 else 128
+        bn = 64 if d == 64 else 32
+        pad = (nq + 2 * nk) * d // a.headdim
+        io = 2 * pad + 2 * nq * d // a.headdim + 4 * a.batch * a.heads * a.seqlen_q + 2 * nq
+        per_cta = 128 * d * 18 + 128 * bn * 40 + bn * d * 12
+        live = min(64 * workers, grid_ctas(kernel, a))
+    elif kernel == "kernel1":
+        io = 2 * (nq + 2 * nk) + 4 * nq
+        per_cta = 64 * 128 * 18 + 64 * 64 * 32 + 64 * 128 * 8
+        live = min(32 * workers, grid_ctas(kernel, a))
+    else:  # v5/v6: every 16-row warp tile at once, each with its own copy of its head's K and V
+        tiles = a.batch * a.heads * (a.seqlen_q // 16)
+        io = 2 * (nq + 2 * nk) + 6 * nq + 2 * 2 * tiles * a.seqlen_k * a.headdim
+        per_cta, live = 4 * (16 * 16 * 4 * 12 + 16 * a.headdim * 4 * 4), tiles // 4
+    if interp:  # device copies of inputs and outputs, and the state of a batch of CTAs (shared memory, registers)
+        return 2 * (nq + 2 * nk) + 8 * nq + 256 * 256 * 1024
+    return io + per_cta * live
+
+
+def _chunk(a) -> int:
+    """Score elements of one chunk of query rows of the reference attention (flashsim.attention.reference)."""
+    per_row = a.batch * a.heads * max(a.seqlen_k, 1)
+    rows = min(a.seqlen_q, max(1, (1 << 22) // per_row))
+    return rows * per_row
+
+
+def estimate(kernels, q, k, v, kw: dict, *, banks: bool = True, workers: int | None = None) -> Estimate:
+    """Work and memory of ``flashsim check`` on this call: tile-steps of every twin (and, with ``banks``, of
+    every cubin in the SASS interpreter) in its domain; the inputs, the float64 reference and the
+    low-precision one, and the largest kernel's arrays."""
+    from flashsim.attention import check_args
+    from flashsim.kernels.common import default_workers
+
+    a = check_args(q, k, v, **kw)
+    workers = default_workers() if workers is None else workers
+    nq = a.batch * a.seqlen_q * a.heads * a.headdim
+    nk = a.batch * a.seqlen_k * a.heads_k * a.headdim
+    est = Estimate()
+    run = [kn for kn in kernels if in_domain(kn, q, k, v, kw)]
+    for kn in run:
+        est.work[f"{kn} twin"] = tile_steps(kn, a)
+        if banks:
+            est.work[f"{kn} cubin"] = tile_steps(kn, a)
+    est.memory["inputs"] = 2 * (nq + 2 * nk) + 12 * max(nq, nk)  # float64 draws, narrowed one array at a time
+    chunk = _chunk(a)
+    est.memory["float64 reference"] = 8 * (nq + 2 * nk) + 16 * nq + 8 * a.batch * a.heads * a.seqlen_q + 32 * chunk
+    low = 4 * (nq + 2 * nk) + 10 * nq + 16 * chunk
+    per_kernel = [kernel_memory(kn, a, workers=workers)
+                  + (kernel_memory(kn, a, interp=True) if banks else 0) for kn in run]
+    est.memory["kernels (largest)"] = low + max(per_kernel, default=0)
+    return est
+
+
+def size_options(args) -> str:
+    """The problem-size options as given, e.g. '--batch=100000 --heads=1000': those that differ from the
+    defaults (all of them when none does)."""
+    given = [(flag, getattr(args, dest)) for dest, flag in SIZE_OPTIONS]
+    changed = [(f, v) for (dest, f), (_, v) in zip(SIZE_OPTIONS, given)
+               if v is not None and v != PROBLEM_DEFAULTS.get(dest)]
+    return " ".join(f"{f}={v}" for f, v in (changed or [(f, v) for f, v in given if v is not None]))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Warm-up, bank report, output
+# ----------------------------------------------------------------------------------------------------
+
+
+def _tiny(kernel: str, q, k, v):
+    """The smallest problem in ``kernel``'s domain with this call's dtype and head dim."""
+    b, sq, h, d = 1, 1, 1, q.shape[-1]
+    sk = 1
+    if kernel == "kernel1":
+        sq = sk = 64
+    elif kernel in ("v5", "v6"):
+        sq, sk = 64, 16
+    return fake_inputs(b, h, h, sq, sk, d, _dtype_name(q))
+
+
+def _dtype_name(x) -> str:
+    return "bfloat16" if x.dtype == ml_dtypes.bfloat16 else "float16"
+
+
+def warm_up(kernels, q, k, v, kw: dict, *, banks: bool, gpu: bool = False) -> float:
+    """Run each kernel once on the smallest problem of its domain (its twin, with ``banks`` its cubin in the
+    SASS interpreter, with ``gpu`` its CUDA build on the GPU), so that numba's compilation and NVRTC's happen
+    here, once, and not inside the first kernel's time. Returns the seconds it took."""
+    from flashsim.errors import ArgumentError
+
+    t0 = time.perf_counter()
+    for kernel in kernels:
+        tq, tk, tv = (np.ascontiguousarray(x) for x in _tiny(kernel, q, k, v))
+        tkw = kw if kernel == "fa2" else {"softmax_scale": kw.get("softmax_scale")}
+        if not in_domain(kernel, tq, tk, tv, tkw):
+            continue
+        try:
+            run_twin(kernel, tq, tk, tv, **tkw)
+            if banks:
+                bank_report(kernel, tq, tk, tv, **tkw)
+            if gpu:
+                from gpu.fa_kernels import run_kernel
+
+                run_kernel(kernel, tq, tk, tv, **tkw)
+        except (NotImplementedError, ArgumentError):  # outside the kernel's domain: the run says so
+            continue
+    return time.perf_counter() - t0
+
+
+def bank_report(kernel: str, q, k, v, progress=None, **kw):
     """The :class:`flashsim.sass.checking.Report` (banks) of one launch of ``kernel``'s cubin in the SASS
-    interpreter on these inputs."""
+    interpreter on these inputs; ``progress(done, total)`` counts CTAs."""
     import flashsim.cuda as fc
-    from gpu.fa_kernels import run_kernel
+    from gpu.fa_kernels import prepare
 
     with fc.checking(banks=True) as report:
-        run_kernel(kernel, q, k, v, backend="interp", **kw)
+        if kernel == "fa2" and k.shape[1] == 0:  # flash_attn_func launches nothing
+            return report
+        prep = prepare(kernel, q, k, v, backend="interp", **kw)
+        if prep.reset is not None:
+            prep.reset()
+        ctas = int(np.prod(prep.grid))
+        per = max(32, min(256, -(-ctas // 10)))  # about 10 progress steps; the counts do not depend on it
+        prep.func(prep.grid, (prep.threads,), prep.params, shared_mem=prep.smem,
+                  exec_options=fc.ExecOptions(progress=progress, ctas_per_batch=per))
     return report
 
 
-def print_banks(report, lines: int) -> None:
+def print_banks(report, lines: int, seconds: float | None = None) -> None:
     """The bank part of ``flashsim check``: per kernel totals, then the worst source lines."""
+    took = f", {seconds:.2f} s" if seconds is not None else ""
     for name, t in report.bank_totals().items():
-        print(f"  shared-memory banks ({name}, executed in the SASS interpreter): {t['executions']:,} warp "
-              f"instructions, {t['wavefronts']:,} wavefronts, {t['ideal']:,} ideal, {t['conflicts']:,} conflicts")
+        print(f"  shared-memory banks ({name}, executed in the SASS interpreter{took}): {t['executions']:,} "
+              f"executions (warp instructions), {t['wavefronts']:,} wavefronts, {t['ideal']:,} ideal, "
+              f"{t['conflicts']:,} conflicts")
     rows = report.banks_by_line()
     if not rows:
         return
@@ -92,6 +300,37 @@ def print_banks(report, lines: int) -> None:
         print(f"    {loc:<28} {d['executions']:>10,} {d['wavefronts']:>11,} {d['ideal']:>9,} {d['conflicts']:>10,}")
     if len(rows) > lines:
         print(f"    ... {len(rows) - lines} more lines (--bank-lines)")
+
+
+def _rule_line(rule) -> str:
+    verdict = "passes" if rule else "FAILS"
+    cmp = "<=" if rule else ">"
+    return (f"  out vs float64: {verdict}: max|out - ref| = {rule.max_err:.3e} {cmp} bound {rule.bound:.3e} "
+            f"= 2 * max|out_lowp - ref| ({rule.max_err_lowp:.3e}) + atol ({ATOL:g})")
+
+
+def _header(args, a, hk: int, sk: int) -> list[str]:
+    mask = ", ".join(m for m in ("causal" if args.causal else "",
+                                 f"window {tuple(args.window)}" if tuple(args.window) != (-1, -1) else "") if m)
+    scale = f"{a.softmax_scale:.6g} ({'headdim^-0.5' if args.scale is None else '--scale'})"
+    return [
+        "flashsim check: the FlashAttention kernels' twins on one random problem, on the CPU",
+        f"  problem: batch {args.batch}; heads {args.heads} query, {hk} key/value; seqlen {args.seqlen} query "
+        f"(seqlen_q), {sk} key/value (seqlen_k); headdim {args.headdim}; {args.dtype}; "
+        f"{mask or 'no mask'}" + (f"; softcap {args.softcap:g}" if args.softcap else "")
+        + f"; softmax scale {scale}; inputs N(0, 1), seed {args.seed}",
+    ]
+
+
+LEGEND = """  reading the results:
+    out vs float64: flash-attn's acceptance rule, max|out - ref| <= 2 * max|out_lowp - ref| + atol, with ref the
+      float64 reference attention, out_lowp the same attention computed plainly at the kernel's precisions
+      (float32 scores and row sums, P rounded to the input type; float16 accumulators for v5 and v6), atol 1e-05
+    LSE vs float64: the log-sum-exp of each score row (natural log, what the backward pass needs); of the four
+      kernels only fa2 writes it, so only fa2 has this line
+    banks: the kernel's own cubin run in the SASS interpreter; executions = shared-memory warp instructions
+      executed, wavefronts = passes through the 32 banks they took, ideal = the fewest passes their bytes need,
+      conflicts = wavefronts - ideal (the extra passes that bank conflicts cost)"""
 
 
 def cmd_check(args) -> int:
@@ -110,29 +349,37 @@ def cmd_check(args) -> int:
         require_gpu()
     hk = args.heads if args.heads_k is None else args.heads_k
     sk = args.seqlen if args.seqlen_k is None else args.seqlen_k
+    kw = dict(softmax_scale=args.scale, causal=args.causal, window_size=tuple(args.window), softcap=args.softcap)
+    fq, fk, fv = fake_inputs(args.batch, args.heads, hk, args.seqlen, sk, args.headdim, args.dtype)
+    fa_args = check_args(fq, fk, fv, **kw)  # bad arguments are refused before anything is allocated
+    est = estimate(kernels, fq, fk, fv, kw, banks=not args.no_banks)
+    refuse_if_too_large(est, size_options(args),
+                        "use smaller --batch, --heads, --seqlen or --seqlen-k, fewer kernels (--kernel fa2)"
+                        + ("" if args.no_banks else ", or --no-banks (the SASS interpreter is the slowest part)"))
+    for line in _header(args, fa_args, hk, sk):
+        print(line)
+    mem = physical_memory()
+    print(f"  size: {est.describe()}" + (f" (this machine has {format_bytes(mem)})" if mem else ""))
+    print(LEGEND)
+    sys.stdout.flush()
+
     rng = np.random.default_rng(args.seed)
     dt = _DTYPES[args.dtype]
     q = rng.standard_normal((args.batch, args.seqlen, args.heads, args.headdim)).astype(np.float32).astype(dt)
     k = rng.standard_normal((args.batch, sk, hk, args.headdim)).astype(np.float32).astype(dt)
     v = rng.standard_normal((args.batch, sk, hk, args.headdim)).astype(np.float32).astype(dt)
-    kw = dict(softmax_scale=args.scale, causal=args.causal, window_size=tuple(args.window), softcap=args.softcap)
-    fa_args = check_args(q, k, v, **kw)
-    print(f"flashsim check: batch {args.batch}, heads {args.heads}/{hk}, seqlen {args.seqlen}/{sk}, headdim "
-          f"{args.headdim}, {args.dtype}" + (", causal" if args.causal else "")
-          + (f", window {tuple(args.window)}" if tuple(args.window) != (-1, -1) else "")
-          + (f", softcap {args.softcap}" if args.softcap else "") + f", seed {args.seed}")
+
+    t_jit = warm_up(kernels, q, k, v, kw, banks=not args.no_banks, gpu=args.gpu)
+    print(f"  JIT warm-up (numba and NVRTC compilation, once per process; not in the times below): {t_jit:.2f} s")
     ref = None
     failed, skipped = [], []
     for kernel in kernels:
         print(f"\n== {kernel}")
+        sys.stdout.flush()  # what was printed comes before the progress on stderr
         try:
             t0 = time.perf_counter()
-            if kernel == "fa2":
-                from flashsim.kernels import fa2
-
-                out, lse = fa2.run(q, k, v, progress=_progress("simulating"), **kw)
-            else:
-                out, lse = run_twin(kernel, q, k, v, **kw)
+            with Progress(f"{kernel} twin", 1, unit=PROGRESS_UNIT[kernel], delay=PROGRESS_DELAY) as pr:
+                out, lse = run_twin(kernel, q, k, v, progress=pr, **kw)
             t_sim = time.perf_counter() - t0
         except (NotImplementedError, ArgumentError) as exc:
             print(f"  skipped: {exc}")
@@ -141,9 +388,9 @@ def cmd_check(args) -> int:
         if ref is None:
             ref, ref_lse = attention_reference(q, k, v, fa_args)
         lowp, _ = attention_lowp(q, k, v, fa_args, acc="f16" if kernel in ("v5", "v6") else "f32")
-        rule = passes_flash_attn_rule(out, ref, lowp)
-        print(f"  simulator: {t_sim:.2f} s wall")
-        print(f"  vs float64: {rule}")
+        rule = passes_flash_attn_rule(out, ref, lowp, atol=ATOL)
+        print(f"  simulator: {t_sim:.2f} s wall (the twin, after the warm-up)")
+        print(_rule_line(rule))
         ok = bool(rule)
         if lse is not None:
             fin = np.isfinite(ref_lse)
@@ -152,7 +399,10 @@ def cmd_check(args) -> int:
             print(f"  LSE vs float64: max |lse - ref| = {err:.3e}; empty rows (+inf) agree: {same_inf}")
             ok &= same_inf
         if not args.no_banks:
-            print_banks(bank_report(kernel, q, k, v, **kw), args.bank_lines)
+            t0 = time.perf_counter()
+            with Progress(f"{kernel} cubin in the SASS interpreter", 1, delay=PROGRESS_DELAY) as pr:
+                report = bank_report(kernel, q, k, v, progress=pr, **kw)
+            print_banks(report, args.bank_lines, time.perf_counter() - t0)
         if args.gpu:
             from gpu.fa_kernels import run_kernel
 

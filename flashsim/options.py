@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 from flashsim.errors import bad_argument
 
-__all__ = ["GPU", "OPTIONS", "Option", "RunOptions", "UPDATE_GOLDEN", "UPDATE_TRACES", "add_options"]
+__all__ = ["GPU", "OPTIONS", "Option", "PROBLEM_DEFAULTS", "RunOptions", "UPDATE_GOLDEN", "UPDATE_TRACES",
+           "add_options", "non_negative_int", "positive_int"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,11 @@ def _int_type(minimum: int, what: str):
         return value
     parse.__name__ = what  # argparse names the type in its messages
     return parse
+
+
+#: the attention problem that ``flashsim check`` and ``flashsim trace record`` run unless told otherwise (the one
+#: place that defines it; flashsim.check.add_problem_arguments turns it into options)
+PROBLEM_DEFAULTS = {"batch": 1, "heads": 2, "seqlen": 256, "headdim": 128, "dtype": "float16", "seed": 0}
 
 
 #: argparse ``type=`` for counts and sizes (>= 1) and for indices and seeds (>= 0): a bad value is refused

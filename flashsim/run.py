@@ -36,6 +36,7 @@ import numpy as np
 
 from flashsim.errors import SimulatedFault, bad_argument
 from flashsim.options import non_negative_int, positive_int
+from flashsim.progress import Progress as _Progress
 
 from flashsim.run_report import (_Sources, _bank_svg, _count, _html_page, _print_banks, _print_executed,
                                  _print_fault, _print_races, _print_summary, _print_uninit, _run_gpu)
@@ -58,14 +59,18 @@ def add_parser(sub) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("kernel_file", type=Path, metavar="KERNEL", help="CUDA source (.cu) or an sm_90 .cubin")
     p.add_argument("--kernel", metavar="NAME", help="the kernel to launch (default: the module's only kernel)")
-    p.add_argument("--grid", type=parse_dim3["grid"], required=True, metavar="X[,Y[,Z]]")
-    p.add_argument("--block", type=parse_dim3["block"], required=True, metavar="X[,Y[,Z]]")
+    p.add_argument("--grid", type=parse_dim3["grid"], required=True, metavar="X[,Y[,Z]]",
+                   help="CTAs of the launch (required; missing dimensions are 1)")
+    p.add_argument("--block", type=parse_dim3["block"], required=True, metavar="X[,Y[,Z]]",
+                   help="threads per CTA (required; missing dimensions are 1)")
     p.add_argument("--shared-mem", type=non_negative_int, default=0, metavar="BYTES",
                    help="dynamic shared memory per CTA (default 0)")
     p.add_argument("--arg", action="append", default=[], metavar="SPEC",
-                   help="one per kernel parameter, in order: NAME=DTYPE[SHAPE]:INIT or NAME=DTYPE:VALUE")
+                   help="one per kernel parameter, in order: NAME=DTYPE[SHAPE]:INIT or NAME=DTYPE:VALUE "
+                        "(default: none, for a kernel without parameters)")
     p.add_argument("-O", "--nvrtc-option", action="append", default=[], metavar="OPT",
-                   help="an NVRTC option (repeatable); write options that start with '-' as -O=-std=c++17")
+                   help="an NVRTC option (repeatable); write options that start with '-' as -O=-std=c++17 "
+                        "(default: none; cupy's -ftz=true and -arch=sm_90 are always added)")
     p.add_argument("--no-banks", action="store_true", help="do not count shared-memory bank wavefronts")
     p.add_argument("--no-races", action="store_true", help="do not look for shared-memory races")
     p.add_argument("--no-initcheck", action="store_true", help="do not report reads of uninitialised memory")
@@ -75,22 +80,24 @@ def add_parser(sub) -> None:
     p.add_argument("--ctas-per-batch", type=positive_int, default=None, metavar="N",
                    help="CTAs simulated together (default 256; memory grows with it)")
     p.add_argument("--max-steps", type=positive_int, default=None, metavar="N",
-                   help="scheduling steps allowed per batch of CTAs before the launch counts as a hang")
+                   help="scheduling steps allowed per batch of CTAs before the launch counts as a hang "
+                        "(default 50,000,000)")
     p.add_argument("--top", type=positive_int, default=10, metavar="N", help="rows per table (default 10)")
-    p.add_argument("--html", type=Path, metavar="FILE", help="write a page: the report and the annotated source")
-    p.add_argument("--svg", type=Path, metavar="FILE", help="write a per-line bank map (ideal vs conflict wavefronts)")
-    p.add_argument("--json", type=Path, metavar="FILE", help="write the report and the launch as JSON")
+    p.add_argument("--html", type=Path, metavar="FILE", help="write a page: the report and the annotated source (default: none)")
+    p.add_argument("--svg", type=Path, metavar="FILE", help="write a per-line bank map (ideal vs conflict wavefronts; default: none)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the report and the launch as JSON (default: none)")
     p.add_argument("--save-outputs", type=Path, metavar="DIR",
                    help="write every array argument after the run to DIR/sim.npz (and DIR/gpu.npz with --gpu; "
-                        "bf16 as uint16 bit patterns)")
+                        "bf16 as uint16 bit patterns; default: not saved)")
     p.add_argument("--trace", type=Path, metavar="FILE",
-                   help="record registers at --at instructions into a trace file (compare runs with flashsim trace diff)")
+                   help="record registers at --at instructions into a trace file (compare runs with flashsim trace "
+                        "diff; default: no trace)")
     p.add_argument("--at", action="append", default=[], metavar="LOC",
-                   help="with --trace: a source line FILE.cu:LINE or a PC (0x1a0); repeatable")
+                   help="with --trace: a source line FILE.cu:LINE or a PC (0x1a0); repeatable (default: none)")
     p.add_argument("--regs", default="all", metavar="REGS",
                    help="with --trace: registers, e.g. 'R0-R7,UR4,P0' (default: all the kernel uses)")
-    p.add_argument("--trace-ctas", default=None, metavar="IDS", help="with --trace: CTAs (grid-linear), e.g. '0,3-5'")
-    p.add_argument("--trace-warps", default=None, metavar="IDS", help="with --trace: warps of each CTA, e.g. '0-1'")
+    p.add_argument("--trace-ctas", default=None, metavar="IDS", help="with --trace: CTAs (grid-linear), e.g. '0,3-5' (default: all)")
+    p.add_argument("--trace-warps", default=None, metavar="IDS", help="with --trace: warps of each CTA, e.g. '0-1' (default: all)")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
     p.add_argument("--gpu", action="store_true",
                    help="also run the same cubin on the GPU (cupy) with the same inputs and compare every array "
@@ -195,40 +202,6 @@ def _pick_kernel(mod, args) -> str:
     return args.kernel
 
 
-class _Progress:
-    """Progress over CTAs on stderr: a tqdm bar with ETA on a terminal, else a plain line every 10%."""
-
-    def __init__(self, label: str, total: int, per_batch: int):
-        self.label, self.total, self.bar, self.next_pct = label, total, None, 10
-        self.t0 = time.perf_counter()
-        self.enabled = total > per_batch
-        if self.enabled and sys.stderr.isatty():
-            try:
-                from tqdm import tqdm
-            except ImportError:  # pragma: no cover - tqdm is a dependency
-                tqdm = None
-            if tqdm is not None:
-                self.bar = tqdm(total=total, unit="CTA", desc=label, file=sys.stderr, dynamic_ncols=True, leave=False)
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.bar is not None:
-            self.bar.update(done - self.bar.n)
-            return
-        pct = 100 * done // max(total, 1)
-        if pct < self.next_pct and done < total:
-            return
-        while self.next_pct <= pct:
-            self.next_pct += 10
-        el = time.perf_counter() - self.t0
-        eta = el * (total - done) / done if done else 0.0
-        print(f"{self.label}: {done}/{total} CTAs ({pct}%), {el:.1f} s, ETA {eta:.1f} s", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-
-
 def _fault_dict(exc) -> dict | None:
     if exc is None:
         return None
@@ -271,7 +244,7 @@ def cmd_run(args) -> int:
     grid, block = tuple(args.grid), tuple(args.block)
     total = math.prod(grid)
     per = args.ctas_per_batch or fc.ExecOptions().ctas_per_batch
-    progress = _Progress(name, total, per)
+    progress = _Progress(name, total, unit="CTA", enabled=total > per)  # one batch: nothing to show
     opts = {"ctas_per_batch": per, "schedule_seed": args.schedule_seed,
             "progress": progress if progress.enabled else None}
     if args.max_steps is not None:

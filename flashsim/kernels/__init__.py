@@ -6,6 +6,8 @@ conventions and returns (out, lse), lse None for the kernels that write none (al
 """
 
 TWINS = ("fa2", "kernel1", "v5", "v6")
+#: what a twin's ``progress(done, total)`` counts
+PROGRESS_UNIT = {"fa2": "CTA", "kernel1": "CTA", "v5": "KV tile", "v6": "KV tile"}
 
 
 def unsupported(kernel: str, args) -> list[str]:
@@ -26,7 +28,9 @@ def check_supported(kernel: str, args) -> None:
         raise NotImplementedError(f"kernel {kernel!r} does not model {', '.join(missing)}")
 
 
-def run_twin(kernel: str, q, k, v, softmax_scale=None, *, rec=None, **kw):
+def run_twin(kernel: str, q, k, v, softmax_scale=None, *, rec=None, progress=None, **kw):
+    """``progress(done, total)``: CTAs for fa2 and kernel1, KV tiles for v5/v6 (their CTAs step together);
+    ``PROGRESS_UNIT`` names the unit per kernel."""
     from flashsim.attention import check_args
     from flashsim.errors import bad_argument
 
@@ -35,12 +39,12 @@ def run_twin(kernel: str, q, k, v, softmax_scale=None, *, rec=None, **kw):
     if kernel == "fa2":
         from flashsim.kernels import fa2
 
-        return fa2.run(q, k, v, softmax_scale, rec=rec, **kw)
+        return fa2.run(q, k, v, softmax_scale, rec=rec, progress=progress, **kw)
     check_supported(kernel, check_args(q, k, v, softmax_scale=softmax_scale, **kw))
     if kernel == "kernel1":
         from flashsim.kernels import kernel1
 
-        return kernel1.run(q, k, v, softmax_scale, rec=rec), None
+        return kernel1.run(q, k, v, softmax_scale, rec=rec, progress=progress), None
     from flashsim.kernels import fa_v5
 
-    return fa_v5.run(q, k, v, softmax_scale, kernel=kernel, rec=rec), None
+    return fa_v5.run(q, k, v, softmax_scale, kernel=kernel, rec=rec, progress=progress), None

@@ -10,7 +10,8 @@ puts each lane's values in its register order and ``quad_merge`` undoes it.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Callable, Sequence
 
 import numpy as np
@@ -82,13 +83,64 @@ def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
+class Cancelled(Exception):
+    """Raised inside a batch of CTAs when the run it belongs to was cancelled (Ctrl-C)."""
+
+
+class StepHook:
+    """The twins call it before each KV step of a batch of CTAs, as ``hook(idx, step, steps)``: it records how
+    far the batch is (so that progress moves within a batch of long CTAs) and raises :class:`Cancelled` once
+    the run was cancelled, so that a batch in flight stops at its next step. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._partial: dict[int, float] = {}
+        self._stop = threading.Event()
+        self.listener: Callable[[], None] | None = None  # called after each step (the serial driver's report)
+
+    def __call__(self, idx: np.ndarray, step: int, steps: int) -> None:
+        if self._stop.is_set():
+            raise Cancelled
+        if steps and len(idx):
+            with self._lock:
+                self._partial[int(idx[0])] = len(idx) * step / steps
+        if self.listener is not None:
+            self.listener()
+
+    def finish(self, idx: np.ndarray) -> None:
+        with self._lock:
+            self._partial.pop(int(idx[0]), None)
+
+    def partial(self) -> float:
+        """CTAs done within the batches in flight (fractions of each batch)."""
+        with self._lock:
+            return float(sum(self._partial.values()))
+
+    def cancel(self) -> None:
+        self._stop.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._stop.is_set()
+
+
+#: seconds the driver waits, after a cancellation, for the batches in flight to stop at their next step
+STOP_WAIT = 5.0
+
+
 def run_batches(fn: Callable[[np.ndarray], None], ctas: Sequence[int] | np.ndarray, batch: int,
-                workers: int | None = None, progress: Callable[[int, int], None] | None = None) -> None:
+                workers: int | None = None, progress: Callable[[float, int], None] | None = None,
+                hook: StepHook | None = None) -> None:
     """Call ``fn(cta_indices)`` on consecutive batches of ``ctas``, ``workers`` batches at a time.
 
     ``fn`` writes its results itself (into disjoint parts of the outputs), so memory stays at about
     ``workers`` batches whatever the grid. The numeric kernels release the GIL, so threads share the cores.
-    ``progress(done, total)`` is called after each batch.
+    ``progress(done, total)`` (CTAs) is called after each batch, and, with a ``hook`` that ``fn`` calls at
+    each KV step, also while batches run (``done`` then counts the finished part of each batch).
+
+    An exception in a batch or in the calling thread (Ctrl-C, or one raised by ``progress``) cancels the
+    batches not started (``shutdown(cancel_futures=True)``), stops those in flight at their next step (through
+    ``hook``) and is raised again.
     """
     ctas = np.asarray(ctas)
     if not isinstance(batch, (int, np.integer)) or batch < 1:
@@ -96,17 +148,44 @@ def run_batches(fn: Callable[[np.ndarray], None], ctas: Sequence[int] | np.ndarr
     workers = default_workers() if workers is None else workers
     batch = max(1, min(batch, -(-ctas.size // max(workers, 1))))  # at least one batch per worker
     chunks = [ctas[i:i + batch] for i in range(0, ctas.size, batch)]
+    total = int(ctas.size)
     done = 0
+
+    def report() -> None:
+        if progress is not None:
+            progress(done + (hook.partial() if hook is not None else 0.0), total)
+
     if workers <= 1 or len(chunks) <= 1:
-        for c in chunks:
-            fn(c)
-            done += c.size
-            if progress:
-                progress(done, ctas.size)
+        if hook is not None:
+            hook.listener = report
+        try:
+            for c in chunks:
+                fn(c)
+                if hook is not None:
+                    hook.finish(c)
+                done += c.size
+                report()
+        finally:
+            if hook is not None:
+                hook.listener = None
         return
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for c, fut in zip(chunks, [pool.submit(fn, c) for c in chunks]):
-            fut.result()
-            done += c.size
-            if progress:
-                progress(done, ctas.size)
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="flashsim-cta")
+    futures = {pool.submit(fn, c): c for c in chunks}
+    pending = set(futures)
+    try:
+        while pending:
+            finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+            for f in finished:
+                f.result()
+                c = futures[f]
+                if hook is not None:
+                    hook.finish(c)
+                done += c.size
+            report()
+    except BaseException:
+        if hook is not None:
+            hook.cancel()
+        pool.shutdown(wait=False, cancel_futures=True)
+        wait([f for f in futures if not f.cancelled()], timeout=STOP_WAIT)  # in flight: stop at their next KV step
+        raise
+    pool.shutdown(wait=True)

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from flashsim.errors import bad_argument
-from flashsim.kernels.common import (MMA_TYPE, NEG_INF, POS_INF, SIGN, XOR, ZERO, bits, f32, narrow, quad_merge,
-                                     quad_split, run_batches)
+from flashsim.kernels.common import (MMA_TYPE, NEG_INF, POS_INF, SIGN, XOR, ZERO, StepHook, bits, f32, narrow,
+                                     quad_merge, quad_split, run_batches)
 from flashsim.numerics import fp32, sfu
 from flashsim.numerics.mma import gemm
 from flashsim.trace.record import acc_index, active, quad_index
@@ -147,9 +147,10 @@ def _maps(pb: Problem):
                 acc_o=acc_index(64, 2, d, d // 8), lse=quad_index(64, 2, 0, 1))
 
 
-def _ctas(pb: Problem, q, k, v, o, lse, idx, rec=None):
+def _ctas(pb: Problem, q, k, v, o, lse, idx, rec=None, hook=None):
     """Run the CTAs ``idx`` (linear over (m_block, head, batch), m_block fastest) to completion; ``rec`` (a
-    flashsim.trace.record.Recorder) gets the events fa2.cu's FS_TRACE marks."""
+    flashsim.trace.record.Recorder) gets the events fa2.cu's FS_TRACE marks; ``hook(idx, step, steps)`` (a
+    flashsim.kernels.common.StepHook) is called before each KV step (progress, cancellation)."""
     d, bn, mt = pb.headdim, pb.block_n, MMA_TYPE[pb.dtype]
     rec = active(rec, idx)
     mp = _maps(pb) if rec is not None else None
@@ -181,6 +182,8 @@ def _ctas(pb: Problem, q, k, v, o, lse, idx, rec=None):
     cols = np.arange(bn)
     steps = int(np.max(np.where(live, hi - lo, 0), initial=0))
     for step in range(steps):
+        if hook is not None:
+            hook(idx, step, steps)
         act = np.nonzero(live & (n_block >= lo))[0]
         if act.size == 0:
             break
@@ -294,7 +297,9 @@ def forward(pb: Problem, q, k, v, *, batch: int | None = None, workers: int | No
     # about 8 KV steps of 128 x kBlockN scores per CTA in flight: keep a batch near 64 CTAs
     if rec is not None:  # a recorder sees the CTAs in order, one batch at a time
         workers = 1
-    run_batches(lambda idx: _ctas(pb, q, k, v, o, lse, idx, rec), np.arange(n_ctas), batch or 64, workers, progress)
+    hook = StepHook()
+    run_batches(lambda idx: _ctas(pb, q, k, v, o, lse, idx, rec, hook), np.arange(n_ctas), batch or 64, workers,
+                progress, hook=hook)
     return o, lse
 
 

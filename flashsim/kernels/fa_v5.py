@@ -52,10 +52,11 @@ def _maps(d: int):
     return out
 
 
-def forward(q, k, v, softmax_scale, rec=None) -> np.ndarray:
+def forward(q, k, v, softmax_scale, rec=None, progress=None) -> np.ndarray:
     """O for q (batch, heads, N, d), k/v (batch, heads, M, d) as float16 bit patterns (uint16), with
     ``softmax_scale`` the float32 the kernel receives. Returns O (uint16, the layout of q). ``rec`` (a
-    flashsim.trace.record.Recorder) gets the events fa_v5.cu's FS_TRACE marks."""
+    flashsim.trace.record.Recorder) gets the events fa_v5.cu's FS_TRACE marks. Every warp tile of the grid
+    steps through the KV tiles together: ``progress(done, total)`` is called after each KV tile."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if np.asarray(x).dtype != np.uint16 or np.asarray(x).ndim != 4:
             raise bad_argument(name, getattr(x, "shape", x), "expected uint16 f16 bit patterns (batch, heads, seq, d)")
@@ -144,6 +145,8 @@ def forward(q, k, v, softmax_scale, rec=None) -> np.ndarray:
             new_m, new_l = np.ascontiguousarray(new_m), np.ascontiguousarray(new_l)
             event("next_ml", (new_m, mp["ml"]), (new_l, mp["ml"]))
         prev_m, prev_l = new_m, new_l                                        # next_ml
+        if progress is not None:
+            progress(j // KV_TILE + 1, m // KV_TILE)
     return o.reshape(b, h, n, d)
 
 
@@ -170,9 +173,10 @@ def check(kernel, q, k, v, softmax_scale=None):
     return args
 
 
-def run(q, k, v, softmax_scale=None, *, kernel: str = "v5", rec=None) -> np.ndarray:
-    """The twin with gpu.fa_kernels.run_fa's conventions: float16 (batch, seqlen, heads, d) in and out."""
+def run(q, k, v, softmax_scale=None, *, kernel: str = "v5", rec=None, progress=None) -> np.ndarray:
+    """The twin with gpu.fa_kernels.run_fa's conventions: float16 (batch, seqlen, heads, d) in and out.
+    ``progress(done, total)`` counts KV tiles (all CTAs step together)."""
     args = check(kernel, q, k, v, softmax_scale)
     bits = [np.ascontiguousarray(np.asarray(x).transpose(0, 2, 1, 3)).view(np.uint16) for x in (q, k, v)]
-    o = forward(*bits, np.float32(args.softmax_scale_f32), rec=rec)
+    o = forward(*bits, np.float32(args.softmax_scale_f32), rec=rec, progress=progress)
     return np.ascontiguousarray(o.transpose(0, 2, 1, 3)).view(np.float16)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from flashsim.errors import bad_argument
-from flashsim.kernels.common import (MMA_TYPE, NEG_INF, SIGN, XOR, f32, narrow, quad_merge, quad_split,
+from flashsim.kernels.common import (MMA_TYPE, NEG_INF, SIGN, XOR, StepHook, f32, narrow, quad_merge, quad_split,
                                      run_batches)
 from flashsim.numerics import cuda_math, fp32, sfu
 from flashsim.numerics.mma import gemm
@@ -63,9 +63,10 @@ def _maps():
                 pf=afrag_index(0, 1, B_C // 2, B_C // 16))
 
 
-def _ctas(q, k, v, o, scale, dtype, idx, rec=None):
+def _ctas(q, k, v, o, scale, dtype, idx, rec=None, hook=None):
     """CTAs ``idx`` of the grid (q_block fastest, then head, then batch); ``rec`` (a
-    flashsim.trace.record.Recorder) gets the events kernel1.cu's FS_TRACE marks."""
+    flashsim.trace.record.Recorder) gets the events kernel1.cu's FS_TRACE marks; ``hook(idx, step, steps)`` (a
+    flashsim.kernels.common.StepHook) is called before each KV step (progress, cancellation)."""
     rec = active(rec, idx)
     mp = _maps() if rec is not None else None
     b, n, h, d = q.shape
@@ -82,6 +83,8 @@ def _ctas(q, k, v, o, scale, dtype, idx, rec=None):
     l = np.zeros((g, B_R, 4), np.uint32)
     scale = f32(scale, (g, B_R, B_C))
     for j in range(n // B_C):
+        if hook is not None:
+            hook(idx, j, n // B_C)
         keys = j * B_C + np.arange(B_C)[None, :]
         kj = k[sample[:, None], keys, head[:, None], :]                             # (g, 64, 128)
         vj = v[sample[:, None], keys, head[:, None], :]
@@ -136,14 +139,16 @@ def forward(q, k, v, softmax_scale, *, dtype: str = "float16", batch: int = 32, 
     o = np.zeros_like(q)
     if rec is not None:  # a recorder sees the CTAs in order, one batch at a time
         workers = 1
-    run_batches(lambda idx: _ctas(q, k, v, o, np.float32(softmax_scale), dtype, idx, rec), np.arange(b * h * (n // B_R)),
-                batch, workers, progress)
+    hook = StepHook()
+    run_batches(lambda idx: _ctas(q, k, v, o, np.float32(softmax_scale), dtype, idx, rec, hook),
+                np.arange(b * h * (n // B_R)), batch, workers, progress, hook=hook)
     return o
 
 
-def run(q, k, v, softmax_scale=None, *, kernel: str = "kernel1", rec=None) -> np.ndarray:
-    """The twin with gpu.fa_kernels' conventions: (batch, seqlen, heads, 128) float16 or bfloat16 in and out."""
+def run(q, k, v, softmax_scale=None, *, kernel: str = "kernel1", rec=None, progress=None) -> np.ndarray:
+    """The twin with gpu.fa_kernels' conventions: (batch, seqlen, heads, 128) float16 or bfloat16 in and out.
+    ``progress(done, total)`` is called as CTAs finish (fractions while a batch runs)."""
     args = check(q, k, v, softmax_scale, kernel)
     bits = [np.ascontiguousarray(np.asarray(x)).view(np.uint16) for x in (q, k, v)]
-    o = forward(*bits, np.float32(args.softmax_scale_f32), dtype=args.dtype, rec=rec)
+    o = forward(*bits, np.float32(args.softmax_scale_f32), dtype=args.dtype, rec=rec, progress=progress)
     return o.view(np.asarray(q).dtype)

@@ -38,16 +38,17 @@ def add_parser(subparsers):
         "layout", help="evaluate a CuTe layout expression; print it exactly as CuTe does; draw it as SVG",
         description=__doc__.split("\n")[0], epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("expr", metavar="EXPR", help="a CuTe-style expression (C++ template syntax also accepted)")
-    p.add_argument("--svg", type=Path, metavar="FILE", help="write a picture of the result to FILE")
+    p.add_argument("--svg", type=Path, metavar="FILE", help="write a picture of the result to FILE (default: none)")
     p.add_argument("--picture", choices=PICTURES, default="auto",
                    help="which picture --svg draws (default: chosen by the type of the result)")
-    p.add_argument("--tile", metavar="MxN", help="tile a (thread, value) layout maps into, for --picture tv (e.g. 4x8)")
+    p.add_argument("--tile", metavar="MxN", help="tile a (thread, value) layout maps into, for --picture tv, e.g. 4x8 "
+                                                "(default: a 1-D tile of the layout's cosize)")
     p.add_argument("--print-layout", action="store_true", help="also print CuTe's print_layout table (rank-2 layouts)")
     p.add_argument("--banks", action="store_true",
                    help="bank conflicts of reading the (rank-2, row = first mode) layout with ldmatrix, "
                         "8 rows at a time")
     p.add_argument("--dtype", default="f16", choices=DTYPE_CHOICES,
-                   help="element type for --banks and the swizzle picture")
+                   help="element type for --banks and the swizzle picture (default: %(default)s)")
     p.set_defaults(func=cmd_layout)
     return p
 

@@ -43,75 +43,175 @@ def _ints(option: str, text: str) -> list[int]:
 
 
 def add_parser(sub) -> None:
+    import argparse
+
     from flashsim.check import add_problem_arguments
     from flashsim.kernels.problems import KINDS
     from flashsim.trace import spec
 
     t = sub.add_parser("trace", help="per-warp traces: record (GPU or simulator), diff, replay, show, html",
-                       description=__doc__)
-    ts = t.add_subparsers(dest="trace_command", required=True)
-    r = ts.add_parser("record", help="run a kernel traced (its CUDA build on the GPU, or its twin) and write a trace")
-    r.add_argument("--kernel", choices=spec.KERNELS, default="fa2")
-    add_problem_arguments(r, seqlen=128, headdim=64, heads=1)
-    r.add_argument("--kind", choices=KINDS, default="normal", help="input values (flashsim.kernels.problems)")
-    r.add_argument("--backend", choices=("gpu", "sim"), default="gpu")
-    r.add_argument("--cta", default="0", help="CTAs to record, linear ids x + X (y + Y z): '0,3,5-7'")
-    r.add_argument("--warp", default="0-3", help="warps to record in each of those CTAs")
-    r.add_argument("--cap-words", type=positive_int, default=None, help="GPU buffer words per warp (default: sized from "
-                                                               "the kernel's program)")
-    r.add_argument("-o", "--output", type=Path, required=True)
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ts = t.add_subparsers(dest="trace_command", required=True, metavar="COMMAND")
+    r = ts.add_parser("record", help="run a kernel traced (its CUDA build on the GPU, or its twin) and write a trace",
+                      description="Run a kernel traced (its CUDA build on the GPU, or its twin in the simulator) and "
+                                  "write the trace. The problem options and their defaults are flashsim check's. The "
+                                  "run's work and memory are estimated first; a run beyond this machine is refused.")
+    r.add_argument("--kernel", choices=spec.KERNELS, default="fa2", help="the kernel to trace (default: %(default)s)")
+    add_problem_arguments(r)
+    r.add_argument("--kind", choices=KINDS, default="normal",
+                   help="input values: normal N(0, 1), large logits, identical rows, subnormal, or one NaN/Inf each "
+                        "(flashsim.kernels.problems) (default: %(default)s)")
+    r.add_argument("--backend", choices=("auto", "gpu", "sim"), default="auto",
+                   help="gpu: the kernel's traced CUDA build (needs cupy and a GPU); sim: its twin on the CPU; "
+                        "auto: gpu when a GPU is usable, else sim, saying why (default: %(default)s)")
+    r.add_argument("--cta", default="0", metavar="IDS",
+                   help="CTAs to record, linear ids x + X (y + Y z), e.g. '0,3,5-7' (default: %(default)s)")
+    r.add_argument("--warp", default="0-3", metavar="IDS",
+                   help="warps to record in each of those CTAs (default: %(default)s)")
+    r.add_argument("--cap-words", type=positive_int, default=None, metavar="N",
+                   help="GPU buffer words per warp (default: sized from the kernel's program)")
+    r.add_argument("-o", "--output", type=Path, required=True, metavar="FILE",
+                   help="the trace file to write (required)")
     r.add_argument("--force", action="store_true", help="overwrite an existing file")
     r.set_defaults(func=cmd_record)
 
     d = ts.add_parser("diff", help="align two traces by (CTA, warp, tag, occurrence); first divergence + summary "
-                                   "(also traces of interpreted instructions: flashsim.sass.tracing)")
-    d.add_argument("a", type=Path)
-    d.add_argument("b", type=Path)
-    d.add_argument("--context", type=non_negative_int, default=3, help="events shown before the first divergence")
-    d.add_argument("--cells", type=positive_int, default=8, help="lane/register cells shown")
+                                   "(also traces of interpreted instructions: flashsim.sass.tracing)",
+                      description="Align two traces by (CTA, warp, tag, occurrence) and print the first divergent "
+                                  "event (lane, register, both values, bits and ulp) and a summary. Exit status 0 "
+                                  "when they agree, 1 when they differ, 2 on a bad file.")
+    d.add_argument("a", type=Path, metavar="A", help="the first trace file")
+    d.add_argument("b", type=Path, metavar="B", help="the second trace file")
+    d.add_argument("--context", type=non_negative_int, default=3, metavar="N",
+                   help="events shown before the first divergence (default: %(default)s)")
+    d.add_argument("--cells", type=positive_int, default=8, metavar="N",
+                   help="lane/register cells shown (default: %(default)s)")
     d.set_defaults(func=cmd_diff)
 
-    p = ts.add_parser("replay", help="re-simulate a trace from its inputs and compare; or resume from its state")
-    p.add_argument("file", type=Path)
+    p = ts.add_parser("replay", help="re-simulate a trace from its inputs and compare; or resume from its state",
+                      description="Re-simulate a recorded run from the inputs the file holds, with its CTA and warp "
+                                  "filter, and compare every event, out and LSE bit for bit; or take the recorded "
+                                  "registers and simulate on from them. Exit status 0 when equal, 1 otherwise.")
+    p.add_argument("file", type=Path, metavar="FILE", help="the trace file to replay")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--resume-at", type=non_negative_int, metavar="SEQ",
-                   help="take the recorded registers at every event up to sequence number SEQ, then simulate on")
+                   help="take the recorded registers at every event up to sequence number SEQ, then simulate on "
+                        "(default: simulate from the inputs alone)")
     g.add_argument("--bisect", action="store_true",
                    help="take the recorded state before every event: list the steps that introduce a difference")
     p.set_defaults(func=cmd_replay)
 
-    s = ts.add_parser("show", help="lane x register tables of recorded events (no filter: a summary)")
-    s.add_argument("file", type=Path)
-    s.add_argument("--cta", type=non_negative_int)
-    s.add_argument("--warp", type=non_negative_int)
-    s.add_argument("--tag", choices=spec.TAGS)
-    s.add_argument("--occurrence", type=non_negative_int, default=None, help="only this occurrence of the tag in the warp")
+    s = ts.add_parser("show", help="lane x register tables of recorded events (no filter: a summary)",
+                      description="Print the recorded events as lane x register tables; with no filter, a summary "
+                                  "of the tags each warp recorded.")
+    s.add_argument("file", type=Path, metavar="FILE", help="the trace file to show")
+    s.add_argument("--cta", type=non_negative_int, metavar="ID", help="only this CTA (default: all)")
+    s.add_argument("--warp", type=non_negative_int, metavar="ID", help="only this warp (default: all)")
+    s.add_argument("--tag", choices=spec.TAGS, metavar="TAG",
+                   help=f"only this tag, one of {', '.join(spec.TAGS)} (default: all)")
+    s.add_argument("--occurrence", type=non_negative_int, default=None, metavar="N",
+                   help="only this occurrence of the tag in the warp (default: all)")
     s.add_argument("--hex", action="store_true", help="bits instead of numbers")
-    s.add_argument("--max-regs", type=positive_int, default=16, help="registers per table (columns)")
+    s.add_argument("--max-regs", type=positive_int, default=16, metavar="N",
+                   help="registers per table (columns) (default: %(default)s)")
     s.set_defaults(func=cmd_show)
 
-    h = ts.add_parser("html", help="a static page: per-warp timeline of tags, divergences, registers on demand")
-    h.add_argument("file", type=Path)
-    h.add_argument("--against", type=Path, default=None, help="a second trace to diff against (highlighted)")
-    h.add_argument("-o", "--output", type=Path, default=None, help="default: FILE with .html")
-    h.add_argument("--force", action="store_true")
+    h = ts.add_parser("html", help="a static page: per-warp timeline of tags, divergences, registers on demand",
+                      description="Write a static HTML page: a per-warp timeline of the tags, the divergences from "
+                                  "a second trace, and the registers of any event on demand.")
+    h.add_argument("file", type=Path, metavar="FILE", help="the trace file to show")
+    h.add_argument("--against", type=Path, default=None, metavar="FILE",
+                   help="a second trace to diff against, highlighted (default: none)")
+    h.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
+                   help="the page to write (default: FILE with .html)")
+    h.add_argument("--force", action="store_true", help="overwrite an existing page")
     h.set_defaults(func=cmd_html)
 
 
+def resolve_backend(choice: str) -> tuple[str, str]:
+    """('gpu' or 'sim', why) for --backend: 'auto' is the GPU when cupy finds a usable one, else the simulator."""
+    if choice != "auto":
+        return choice, f"--backend {choice}"
+    from flashsim.errors import FlashsimError
+
+    try:
+        from gpu.runtime import require_gpu
+
+        require_gpu()
+    except (ImportError, FlashsimError) as e:
+        return "sim", f"--backend auto, no GPU here: {e}"
+    return "gpu", "--backend auto found a GPU"
+
+
+def estimate_record(args, kernel: str, backend: str, n_ctas: int, n_warps: int):
+    """Work (the simulator runs the whole grid) and memory (inputs, the twin's arrays, the recorded events) of
+    ``flashsim trace record``, from the options alone."""
+    from flashsim.attention import check_args
+    from flashsim.check import fake_inputs, kernel_memory, tile_steps
+    from flashsim.progress import Estimate
+    from flashsim.trace import spec
+
+    hk = args.heads if args.heads_k is None else args.heads_k
+    sk = args.seqlen if args.seqlen_k is None else args.seqlen_k
+    q, k, v = fake_inputs(args.batch, args.heads, hk, args.seqlen, sk, args.headdim, args.dtype)
+    kw = {"softmax_scale": args.scale}
+    if kernel == "fa2":
+        kw.update(causal=args.causal, window_size=tuple(args.window), softcap=args.softcap)
+    a = check_args(q, k, v, **kw)
+    nq = a.batch * a.seqlen_q * a.heads * a.headdim
+    nk = a.batch * a.seqlen_k * a.heads_k * a.headdim
+    est = Estimate()
+    est.memory["inputs"] = 8 * (nq + 2 * nk) + 6 * max(nq, nk) + 2 * (nq + 2 * nk)  # drawn as float64, all three
+    try:
+        hd, steps, _ = spec.instance(kernel, a)
+    except (ValueError, NotImplementedError):  # outside the kernel's domain: the run says why
+        return est
+    words = [spec.warp_words(kernel, hd, n) for n in (0, 1)]
+    events = [len(spec.program(kernel, hd, n)) for n in (0, 1)]
+    per_warp = 4 * (words[0] + steps * (words[1] - words[0])) + 300 * (events[0] + steps * (events[1] - events[0]))
+    est.memory["recorded events"] = per_warp * n_ctas * n_warps + (64 << 20)  # and the writer's buffers
+    if backend == "sim":
+        est.work[f"{kernel} twin"] = tile_steps(kernel, a)
+        est.memory[f"{kernel} twin"] = kernel_memory(kernel, a, workers=1) + 2 * nq
+    return est
+
+
 def cmd_record(args) -> int:
+    from flashsim.check import size_options
+    from flashsim.kernels import PROGRESS_UNIT
     from flashsim.kernels.problems import make_case
+    from flashsim.progress import Progress, refuse_if_too_large
     from flashsim.trace import session
 
+    ctas, warps = _ints("--cta", args.cta), _ints("--warp", args.warp)
+    backend, why = resolve_backend(args.backend)
+    est = estimate_record(args, args.kernel, backend, len(set(ctas)), len(set(warps)))
+    refuse_if_too_large(est, size_options(args),
+                        "use smaller --batch, --heads, --seqlen or --seqlen-k (the simulator runs the whole grid, "
+                        "however few CTAs --cta records), or fewer CTAs and warps (--cta, --warp)",
+                        max_tile_steps=None if backend == "sim" else float("inf"))
+    if backend == "gpu":  # before anything is allocated: a missing GPU is known at once
+        from gpu.runtime import require_gpu
+
+        require_gpu()
+    print(f"backend: {'simulator' if backend == 'sim' else 'GPU'} ({why}); size: {est.describe()}")
+    sys.stdout.flush()
     params = session.make_params(
         args.kernel, seed=args.seed, kind=args.kind, batch=args.batch, heads=args.heads, heads_k=args.heads_k,
         seqlen_q=args.seqlen, seqlen_k=args.seqlen_k, headdim=args.headdim, dtype=args.dtype, causal=args.causal,
         window_size=tuple(args.window), softcap=args.softcap, softmax_scale=args.scale)
     case = make_case(params)
-    run = session.record(case, args.output, backend=args.backend, ctas=_ints("--cta", args.cta), warps=_ints("--warp", args.warp),
-                         force=args.force, cap_words=args.cap_words)
+    with Progress(f"{args.kernel} twin", 1, unit=PROGRESS_UNIT[args.kernel], delay=PROGRESS_DELAY) as pr:
+        run = session.run_case(case, backend=backend, ctas=ctas, warps=warps, cap_words=args.cap_words, progress=pr)
+    with Progress(f"writing {args.output.name}", 1, unit="event", delay=PROGRESS_DELAY) as pr:
+        session.write(run, args.output, force=args.force, progress=pr)  # Ctrl-C: no file, no temporary file
     size = args.output.stat().st_size
     print(f"wrote {args.output}: {len(run.events)} events, {size:,} bytes; {session.describe(run.meta)}")
     return 0
+
+
+#: seconds a run lasts before its progress is shown
+PROGRESS_DELAY = 1.0
 
 
 def _load(path):

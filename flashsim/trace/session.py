@@ -80,8 +80,9 @@ class Run:
     arrays: dict
 
 
-def run_case(case, *, backend: str, ctas=(0,), warps=None, cap_words: int | None = None) -> Run:
-    """Run ``case`` (a flashsim.kernels.problems.Case) traced on ``backend`` ('gpu' or 'sim')."""
+def run_case(case, *, backend: str, ctas=(0,), warps=None, cap_words: int | None = None, progress=None) -> Run:
+    """Run ``case`` (a flashsim.kernels.problems.Case) traced on ``backend`` ('gpu' or 'sim'); ``progress(done,
+    total)`` follows the simulator's run (flashsim.kernels.PROGRESS_UNIT says what it counts)."""
     from flashsim.kernels import run_twin
     from flashsim.kernels.problems import inputs_digest
 
@@ -103,7 +104,7 @@ def run_case(case, *, backend: str, ctas=(0,), warps=None, cap_words: int | None
         meta["cap_words"] = t.cap_words
     elif backend == "sim":
         rec = Recorder(kernel, ctas=ctas, warps=warps)
-        out, lse = run_twin(kernel, case.q, case.k, case.v, rec=rec, **case.kwargs)
+        out, lse = run_twin(kernel, case.q, case.k, case.v, rec=rec, progress=progress, **case.kwargs)
         events = rec.events
     else:
         raise bad_argument("backend", backend, "expected 'gpu' or 'sim'")
@@ -114,24 +115,29 @@ def run_case(case, *, backend: str, ctas=(0,), warps=None, cap_words: int | None
     return Run(meta, events, arrays)
 
 
-def write(run: Run, path, *, force: bool = False) -> Path:
-    """Write ``run`` to ``path`` (atomically; an existing file only with ``force``)."""
+def write(run: Run, path, *, force: bool = False, progress=None) -> Path:
+    """Write ``run`` to ``path`` (atomically; an existing file only with ``force``; on any exception, Ctrl-C
+    included, nothing is left at ``path`` nor a temporary file). ``progress(done, total)`` counts events."""
     from flashsim.trace.container import TraceWriter
 
     path = Path(path)
+    n = len(run.events)
     with TraceWriter(path, run.meta, list(spec.TAGS), force=force) as w:
-        for e in run.events:
+        for i, e in enumerate(run.events):
             w.add_event(e.cta, e.warp, e.seq, e.tag, e.regs)
+            if progress is not None and (i % 1024 == 1023 or i == n - 1):
+                progress(i + 1, n)
         for name, arr in run.arrays.items():
             w.add_array(name, arr)
     return path
 
 
 def record(case, path, *, backend: str = "gpu", ctas=(0,), warps=None, force: bool = False,
-           cap_words: int | None = None) -> Run:
-    """Record ``case`` on ``backend`` into ``path``."""
-    run = run_case(case, backend=backend, ctas=ctas, warps=warps, cap_words=cap_words)
-    write(run, path, force=force)
+           cap_words: int | None = None, progress=None, write_progress=None) -> Run:
+    """Record ``case`` on ``backend`` into ``path``; ``progress`` follows the simulator's run, ``write_progress``
+    the writing of the events (both ``(done, total)`` callbacks)."""
+    run = run_case(case, backend=backend, ctas=ctas, warps=warps, cap_words=cap_words, progress=progress)
+    write(run, path, force=force, progress=write_progress)
     return run
 
 

@@ -163,7 +163,8 @@ def cmd_ldmatrix(args) -> int:
     if args.svg:
         from flashsim.viz.banks import bank_map_svg
 
-        _write_svg(args.svg, bank_map_svg(table, title=f"{op}: bank map", caption=desc))
+        _write_svg(args.svg, bank_map_svg(table, title=f"{op}: bank map", caption=desc, wavefronts=int(wf),
+                                          ideal=int(ideal)))
     return 0
 
 
@@ -205,7 +206,8 @@ def cmd_banks(args) -> int:
     if args.svg:
         from flashsim.viz.banks import bank_map_svg
 
-        _write_svg(args.svg, bank_map_svg(table, title=f"{name} {args.width}-bit: bank map", caption=desc))
+        _write_svg(args.svg, bank_map_svg(table, title=f"{name} {args.width}-bit: bank map", caption=desc,
+                                          wavefronts=int(wf), ideal=int(ideal)))
     return 0
 
 
@@ -216,45 +218,65 @@ def _add_addr_options(p: argparse.ArgumentParser, elem_default: int) -> None:
     p.add_argument("--addr", required=True, metavar="EXPR",
                    help="Python expression in lane (0..31) and -D constants, giving each lane's offset; "
                         "operators + - * // %% << >> & | ^ ~, 'a if c else b', calls cute_swizzle/seed_swizzle/min/max")
-    p.add_argument("-D", "--define", action="append", default=[], metavar="NAME=INT", help="a named constant, e.g. -D d=128")
+    p.add_argument("-D", "--define", action="append", default=[], metavar="NAME=INT",
+                   help="a named constant for EXPR, e.g. -D d=128; repeatable (default: none)")
     p.add_argument("--swizzle", metavar="SPEC",
                    help="apply a swizzle to the EXPR offsets: 'Sw<B,M,S>' / 'cute:B,M,S' (CuTe Swizzle) or "
-                        "'swizzle<B,M,S>' / 'seed:B,M,S' (seed 001's helper)")
+                        "'swizzle<B,M,S>' / 'seed:B,M,S' (seed 001's helper) (default: none)")
     p.add_argument("--elem-bytes", type=positive_int, default=elem_default,
-                   help=f"bytes per unit of EXPR (default {elem_default}); byte address = base + swizzle(EXPR) * elem_bytes")
-    p.add_argument("--base", type=lambda s: int(s, 0), default=0, help="byte address added after scaling (default 0)")
-    p.add_argument("--svg", metavar="PATH", help="also write the bank map as an SVG picture")
+                   help="bytes per unit of EXPR: byte address = BASE + swizzle(EXPR) * ELEM_BYTES "
+                        "(default: %(default)s)")
+    p.add_argument("--base", type=lambda s: int(s, 0), default=0,
+                   help="byte address added after scaling (default: %(default)s)")
+    p.add_argument("--svg", metavar="PATH", help="also write the bank map as an SVG picture (default: none)")
 
 
 def add_parsers(subparsers) -> None:
     """Register ``fragment``, ``ldmatrix`` and ``banks`` on an argparse subparsers object."""
-    fr = subparsers.add_parser("fragment", help="which lane/register/half owns every element of an mma or ldmatrix fragment")
+    fr = subparsers.add_parser("fragment", help="which lane/register/half owns every element of an mma or ldmatrix fragment",
+                               description="Print which lane, register and half of a register owns every element of "
+                                           "an mma or ldmatrix fragment, and the inverse map.")
     fr.add_argument("instruction", choices=list(INSTRUCTIONS) + ["movmatrix.m8n8", "stmatrix.m8n8"],
-                    help="e.g. mma.m16n8k16")
-    fr.add_argument("--operand", default="A", choices=["A", "B", "C", "D"], help="operand (default A)")
+                    help="the instruction, e.g. mma.m16n8k16 (one of %(choices)s)")
+    fr.add_argument("--operand", default="A", choices=["A", "B", "C", "D"], help="operand (default: %(default)s)")
     fr.add_argument("--dtype", default=None, choices=["f16", "bf16", "f32"],
-                    help="element type (A/B: f16, bf16; C/D: f32 or f16)")
-    fr.add_argument("--svg", metavar="PATH", help="also write the T#/V# picture as SVG")
+                    help="element type: f16 or bf16 for A/B (one layout for both), f32 or f16 for C/D "
+                         "(default: f32 for C/D, unchecked for A/B)")
+    fr.add_argument("--svg", metavar="PATH", help="also write the T#/V# picture as SVG (default: none)")
     fr.set_defaults(func=cmd_fragment)
 
-    ld = subparsers.add_parser("ldmatrix", help="what each lane receives from an ldmatrix address expression, and its banks")
+    ld = subparsers.add_parser("ldmatrix", help="what each lane receives from an ldmatrix address expression, and its banks",
+                               description="Evaluate an address expression for the 32 lanes of ldmatrix.sync.m8n8 "
+                                           ".b16 and print the row address each lane supplies, what each lane "
+                                           "receives, and the shared-memory banks: one phase per 8x8 matrix, its "
+                                           "wavefronts, and the bank conflicts (wavefronts beyond the one a phase "
+                                           "needs, when rows of a phase hit the same banks at different addresses). "
+                                           "EXPR counts units of --elem-bytes bytes (2 by default: f16/bf16 elements).")
     g = ld.add_mutually_exclusive_group()
     g.add_argument("--x1", dest="num", action="store_const", const=1, help=".x1: one 8x8 matrix (lanes 0-7 give rows)")
     g.add_argument("--x2", dest="num", action="store_const", const=2, help=".x2: two matrices (lanes 0-15)")
-    g.add_argument("--x4", dest="num", action="store_const", const=4, help=".x4: four matrices (all lanes; default)")
+    g.add_argument("--x4", dest="num", action="store_const", const=4,
+                   help=".x4: four matrices (all lanes); the default")
     ld.set_defaults(num=4)
     ld.add_argument("--trans", action="store_true", help=".trans: each lane receives the transpose")
     _add_addr_options(ld, elem_default=2)
     ld.add_argument("--row-stride", type=positive_int, default=None, metavar="N",
-                    help="show received elements as (row, col) of a row-major matrix with N elements per row")
+                    help="show received elements as (row, col) of a row-major matrix with N elements per row "
+                         "(default: as byte addresses)")
     ld.set_defaults(func=cmd_ldmatrix)
 
-    bk = subparsers.add_parser("banks", help="wavefronts and bank conflicts of one ld/st.shared or cp.async warp instruction")
-    bk.add_argument("--width", type=int, default=32, choices=[8, 16, 32, 64, 128], help="bits per lane (default 32)")
-    bk.add_argument("--op", default="ld", choices=list(_OPS), help="ld, st or cp.async (default ld)")
+    bk = subparsers.add_parser("banks", help="wavefronts and bank conflicts of one ld/st.shared or cp.async warp instruction",
+                               description="Evaluate an address expression for the 32 lanes of one ld.shared, "
+                                           "st.shared or cp.async instruction and print each lane's banks, the "
+                                           "wavefronts the instruction takes and its bank conflicts (wavefronts "
+                                           "beyond the ideal). EXPR counts units of --elem-bytes bytes (1 by "
+                                           "default: byte addresses).")
+    bk.add_argument("--width", type=int, default=32, choices=[8, 16, 32, 64, 128],
+                    help="bits per lane (default: %(default)s)")
+    bk.add_argument("--op", default="ld", choices=list(_OPS), help="ld, st or cp.async (default: %(default)s)")
     bk.add_argument("--active", metavar="EXPR", help="EXPR in lane: nonzero = lane active (default: all lanes)")
     bk.add_argument("--model", default="sm_90", choices=sorted(MODELS),
-                    help="counting rule (default sm_90: what Nsight Compute counts on the H100/H200)")
+                    help="counting rule; sm_90 is what Nsight Compute counts on the H100/H200 (default: %(default)s)")
     _add_addr_options(bk, elem_default=1)
     bk.set_defaults(func=cmd_banks)
 

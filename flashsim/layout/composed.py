@@ -223,10 +223,10 @@ def to_mixed_bits(layout: Layout, coord):
 class ComposedLayout:
     """``A o offset o B``: i -> A(offset + B(i)); A is a Swizzle or a Layout. Prints ``Sw<3,3,3> o _0 o L``."""
 
-    __slots__ = ("layout_a", "offset", "layout_b")
+    __slots__ = ("layout_a", "offset", "layout_b", "uint_offset")
     _composed = True
 
-    def __init__(self, layout_a, offset, layout_b):
+    def __init__(self, layout_a, offset, layout_b, *, uint_offset=False):
         if not isinstance(layout_a, (Swizzle, Layout, ComposedLayout)):
             raise bad_argument("layout_a", layout_a, "expected a Swizzle or a Layout")
         if not isinstance(layout_b, Layout):
@@ -234,6 +234,10 @@ class ComposedLayout:
         if not (it.is_int(offset) or isinstance(offset, MixedBits)):
             raise bad_argument("offset", offset, "expected an integer offset")
         self.layout_a, self.offset, self.layout_b = layout_a, offset, layout_b
+        # The offset's C++ type is an unsigned constant (what upcast/downcast and the swizzle bit
+        # arithmetic return) rather than Int<0>: it prints the same, but CuTe's reduction of
+        # Sw<0,M,S> o Int<0> o L to L does not apply to it, here or in what is derived from this layout.
+        self.uint_offset = bool(uint_offset)
 
     def __str__(self):
         return it.Shown(f"{self.layout_a} o {fmt(self.offset)} o {self.layout_b}")
@@ -292,11 +296,18 @@ class ComposedLayout:
         return L.tiled_divide(self, layouts[0] if len(layouts) == 1 else tuple(layouts))
 
 
-def composition3(a, offset, b):
-    """``composition(A, offset, B)``: the composed layout A o offset o B (``Sw<0,..> o _0 o B`` is just B)."""
-    if isinstance(a, Swizzle) and a.B == 0 and it.is_constant(0, offset) and isinstance(b, Layout):
+def composition3(a, offset, b, uint_offset=False):
+    """``composition(A, offset, B)``: the composed layout A o offset o B. ``Sw<0,..> o _0 o B`` is just B
+    when the offset is CuTe's ``Int<0>``; an unsigned static 0 (uint_offset) keeps the swizzle."""
+    if (isinstance(a, Swizzle) and a.B == 0 and it.is_constant(0, offset) and not uint_offset
+            and isinstance(b, Layout)):
         return b
-    return ComposedLayout(a, offset, b)
+    return ComposedLayout(a, offset, b, uint_offset=uint_offset)
+
+
+def recompose(x, b):
+    """``composition(x.layout_a(), x.offset(), b)``: x's swizzle and offset (of the same type) over b."""
+    return composition3(x.layout_a, x.offset, b, x.uint_offset)
 
 
 def composition_any(a, b):
@@ -309,7 +320,7 @@ def composition_any(a, b):
             return make_swizzle(int(a.yyy_msk) ^ int(b.yyy_msk), int(a.zzz_msk) ^ int(b.zzz_msk))
         raise bad_argument("B", str(b), f"composition({a}, B) needs a Layout or a Swizzle")
     if isinstance(a, ComposedLayout):
-        return composition3(a.layout_a, a.offset, L.composition(a.layout_b, b))
+        return recompose(a, L.composition(a.layout_b, b))
     if isinstance(a, Layout):
         if isinstance(b, ComposedLayout):
             if not it.is_constant(0, b.offset):
@@ -357,10 +368,10 @@ def slice_and_offset(coord, x):
         coord = tuple(coord)
     if not isinstance(x.layout_a, Swizzle):
         sl, off = L.slice_and_offset(coord, x.layout_b)
-        return ComposedLayout(x.layout_a, x.offset + off, sl), C(0)
+        return ComposedLayout(x.layout_a, x.offset + off, sl, uint_offset=x.uint_offset), C(0)
     sw = x.layout_a
     if it.all_underscore(coord):
-        return composition3(sw, x.offset, L.slice_(coord, x.layout_b)), C(0)
+        return recompose(x, L.slice_(coord, x.layout_b)), C(0)
     anti, only = _sw_layouts(sw)
     sliced = L.slice_(coord, x.layout_b)
     diced = L.dice(coord, x.layout_b)
@@ -372,7 +383,7 @@ def slice_and_offset(coord, x):
     sliced_only = L.composition(only, sliced)
     active = sliced_only(L.size(sliced_only) - C(1))
     if it.is_static(active) and (int(active) & ~int(_num(_sw_apply(sw, active)))) != 0:
-        return composition3(sw, off_only, sliced), off_anti  # hits a Y bit and its Z bit: not reducible
+        return composition3(sw, off_only, sliced, True), off_anti  # hits a Y bit and its Z bit: not reducible
     Z = C(int(sw.zzz_msk) & -int(sw.zzz_msk))
     Y = C(int(sw.yyy_msk) & -int(sw.yyy_msk))
     lo = _swizzle_strides(int(Z) < int(Y), Z, Y, off_only, sw.B)
@@ -416,8 +427,10 @@ def upcast_swizzle(n: int, sw: Swizzle) -> Swizzle:
 
 
 def upcast_composed(n, x):
+    """CuTe's upcast of A o offset o B: each part upcast; the offset becomes an unsigned constant, so a
+    swizzle that shrinks to Sw<0,..> is kept (``Sw<0,0,3> o _0 o L``), not reduced to L."""
     a = upcast_swizzle(int(n), x.layout_a) if isinstance(x.layout_a, Swizzle) else L.upcast(n, x.layout_a)
-    return composition3(a, it.div(x.offset, C(int(n))), L.upcast(n, x.layout_b))
+    return composition3(a, it.div(x.offset, C(int(n))), L.upcast(n, x.layout_b), True)
 
 
 def downcast_composed(n, x):
@@ -425,7 +438,7 @@ def downcast_composed(n, x):
         a = Swizzle(x.layout_a.B, x.layout_a.M + _log2(int(n)), x.layout_a.S)
     else:
         a = L.downcast(n, x.layout_a)
-    return composition3(a, x.offset * C(int(n)), L.downcast(n, x.layout_b))
+    return composition3(a, x.offset * C(int(n)), L.downcast(n, x.layout_b), True)
 
 
 def logical_product_swizzled(layout, tiler):

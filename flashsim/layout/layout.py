@@ -5,7 +5,7 @@ only the same function but the same shape, the same modes and the same static/dy
 and therefore prints identically. Preconditions that CuTe checks with ``static_assert`` on static values
 (stride and shape divisibility in composition, injectivity in complement, ...) are checked here on the
 values, static or not, and raise ``ArgumentError`` naming the operands instead of returning a layout that
-is not the composition.
+is not the composition (a run-time B mode of size 1, which cannot go wrong, is let through as CuTe does).
 """
 
 from __future__ import annotations
@@ -298,7 +298,7 @@ def coprofile(x):
 def get(x, *idx):
     """CuTe ``get<I...>`` / ``layout<I...>``: a sub-layout (also of a composed layout)."""
     if _is_composed(x):
-        return _cl().composition3(x.layout_a, x.offset, get(x.layout_b, *idx))
+        return _cl().recompose(x, get(x.layout_b, *idx))
     if not idx:
         return x
     return Layout._make(it.get(x.shape, *idx), it.get(x.stride, *idx))
@@ -306,13 +306,13 @@ def get(x, *idx):
 
 def select(x, *idx):
     if _is_composed(x):
-        return _cl().composition3(x.layout_a, x.offset, select(x.layout_b, *idx))
+        return _cl().recompose(x, select(x.layout_b, *idx))
     return Layout._make(tuple(it.get(x.shape, i) for i in idx), tuple(it.get(x.stride, i) for i in idx))
 
 
 def take(x, b, e):
     if _is_composed(x):
-        return _cl().composition3(x.layout_a, x.offset, take(x.layout_b, b, e))
+        return _cl().recompose(x, take(x.layout_b, b, e))
     R = int(x.rank)
     if not (0 <= b < e <= R):
         raise bad_argument("(B, E)", (b, e), f"take needs 0 <= B < E <= rank {R}")
@@ -321,7 +321,7 @@ def take(x, b, e):
 
 def flatten(x):
     if _is_composed(x):
-        return _cl().composition3(x.layout_a, x.offset, flatten(x.layout_b))
+        return _cl().recompose(x, flatten(x.layout_b))
     if not isinstance(x, Layout):
         return it.flatten(x)
     return Layout._make(it.flatten(x.shape), it.flatten(x.stride))
@@ -333,7 +333,7 @@ def unflatten(x, profile):
 
 def group(x, b, e=None):
     if _is_composed(x):
-        return _cl().composition3(x.layout_a, x.offset, group(x.layout_b, b, e))
+        return _cl().recompose(x, group(x.layout_b, b, e))
 
     def g(t):
         t = it.wrap(t)
@@ -348,7 +348,7 @@ def append(x, y=None, n=None):
     if y is None:
         y = Layout._make(C(1), C(0))
     if _is_composed(x):
-        return _cl().composition3(x.layout_a, x.offset, append(x.layout_b, y, n))
+        return _cl().recompose(x, append(x.layout_b, y, n))
     return Layout._make(it.append(x.shape, y.shape, n), it.append(x.stride, y.stride, n))
 
 
@@ -366,7 +366,7 @@ def zip_layout(a, b=None):
     """CuTe ``zip`` of one layout (transpose its modes) or of two layouts."""
     if b is None:
         if _is_composed(a):
-            return _cl().composition3(a.layout_a, a.offset, zip_layout(a.layout_b))
+            return _cl().recompose(a, zip_layout(a.layout_b))
         return Layout._make(it.zip_tuple(a.shape), it.zip_tuple(a.stride))
     return Layout._make(it.zip_tuple((a.shape, b.shape)), it.zip_tuple((a.stride, b.stride)))
 
@@ -434,7 +434,7 @@ def _bw_coalesce(fs, fd, ns, nd):
 def coalesce(x, profile=None):
     """Simplify a layout without changing it as a function of 1-D coordinates (by mode with a profile)."""
     if _is_composed(x):
-        return _cl().composition3(x.layout_a, x.offset, coalesce(x.layout_b, profile))
+        return _cl().recompose(x, coalesce(x.layout_b, profile))
     if not isinstance(x, Layout):
         return it.shape_coalesce(x)  # coalesce of a Shape
     if profile is not None and isinstance(profile, tuple):
@@ -467,7 +467,7 @@ def filter_zeros(x, profile=None):
 def filter_layout(x, profile=None):
     """CuTe ``filter``: drop stride-0 and size-1 modes, then coalesce."""
     if _is_composed(x):
-        return _cl().composition3(x.layout_a, x.offset, filter_layout(x.layout_b, profile))
+        return _cl().recompose(x, filter_layout(x.layout_b, profile))
     if profile is not None and isinstance(profile, tuple):
         return transform_layout(x, profile, filter_layout)
     return coalesce(filter_zeros(x))
@@ -498,7 +498,11 @@ def _composition_impl(ls, ld, rs, rd):
     rest_s, rest_d = rs, rd
     for i in range(R - 1):
         cs, cd = ls[i], ld[i]
-        if not (int(rest_d) % int(cs) == 0 or int(rest_d) < int(cs)):
+        # CuTe asserts the stride divisibility condition when both operands are static. On run-time
+        # values it is checked here only while B still has more than one element to place: a B mode of
+        # size 1 maps its one coordinate to 0, so CuTe's result is A o B whatever the stride.
+        checked = (it.is_static(cs) and it.is_static(rest_d)) or int(rest_s) != 1
+        if checked and not (int(rest_d) % int(cs) == 0 or int(rest_d) < int(cs)):
             raise _Undefined(f"stride divisibility condition fails: stride {fmt(rest_d)} vs shape {fmt(cs)}")
         next_s = it.ceil_div(cs, it.cabs(rest_d))
         next_d = it.ceil_div(it.cabs(rest_d), cs) * it.signum(rest_d)
@@ -739,17 +743,19 @@ def nullspace(x):
 
 
 def _as_tiler_layout(t):
+    """A divide's or product's tiler as a layout: an integer n is ``make_layout(n)`` as in CuTe, whose
+    compact stride is ``_1``, or ``_0`` for a static ``_1`` (so the tile ``_1`` is ``_1:_0``)."""
     if isinstance(t, Layout):
         return t
     if it.is_int(t):
-        return Layout._make(t, C(1))
+        return Layout._make(t, it.compact_col_major(t))
     raise bad_argument("tiler", t, "expected a Layout, an integer, _ or a tuple of those")
 
 
 def logical_divide(x, tiler):
     """``A / B = A o (B, B*)``: mode 0 the tile B, mode 1 the layout of the tiles (by mode for a tuple tiler)."""
     if _is_composed(x):
-        return _cl().composition3(x.layout_a, x.offset, logical_divide(x.layout_b, tiler))
+        return _cl().recompose(x, logical_divide(x.layout_b, tiler))
     if isinstance(tiler, list):
         tiler = tuple(tiler)
     if isinstance(tiler, tuple):
@@ -764,7 +770,7 @@ def logical_divide(x, tiler):
 
 def tile_unzip(x, tiler):
     if _is_composed(x):
-        return _cl().composition3(x.layout_a, x.offset, tile_unzip(x.layout_b, tiler))
+        return _cl().recompose(x, tile_unzip(x.layout_b, tiler))
     return Layout._make(it.zip2_by(x.shape, _guide(tiler)), it.zip2_by(x.stride, _guide(tiler)))
 
 
@@ -800,7 +806,7 @@ def flat_divide(x, tiler):
 def logical_product(block, tiler):
     """``A x B = (A, A* o B)``: mode 0 the block, mode 1 the block repeated in B's order."""
     if _is_composed(block):
-        return _cl().composition3(block.layout_a, block.offset, logical_product(block.layout_b, tiler))
+        return _cl().recompose(block, logical_product(block.layout_b, tiler))
     if _is_composed(tiler):
         return _cl().logical_product_swizzled(block, tiler)
     if isinstance(tiler, list):
@@ -838,7 +844,7 @@ def _rank_pair(block, tiler):
 def blocked_product(block, tiler):
     """Rank-sensitive product: each mode is (block mode, tiler mode); the block appears as contiguous tiles."""
     if _is_composed(block):
-        return _cl().composition3(block.layout_a, block.offset, blocked_product(block.layout_b, tiler))
+        return _cl().recompose(block, blocked_product(block.layout_b, tiler))
     R = _rank_pair(block, tiler)
     res = logical_product(append(block, n=R), append(tiler, n=R))
     return zip_layout(get(res, 0), get(res, 1))
@@ -847,7 +853,7 @@ def blocked_product(block, tiler):
 def raked_product(block, tiler):
     """Rank-sensitive product: each mode is (tiler mode, block mode); the block is interleaved (cyclic)."""
     if _is_composed(block):
-        return _cl().composition3(block.layout_a, block.offset, raked_product(block.layout_b, tiler))
+        return _cl().recompose(block, raked_product(block.layout_b, tiler))
     R = _rank_pair(block, tiler)
     res = logical_product(append(block, n=R), append(tiler, n=R))
     return zip_layout(get(res, 1), get(res, 0))
@@ -856,7 +862,7 @@ def raked_product(block, tiler):
 def tile_to_shape(block, trg_shape, order=LayoutLeft):
     """Repeat block (a layout atom) until it covers trg_shape; the tiles are ordered column-major by default."""
     if _is_composed(block):
-        return _cl().composition3(block.layout_a, block.offset, tile_to_shape(block.layout_b, trg_shape, order))
+        return _cl().recompose(block, tile_to_shape(block.layout_b, trg_shape, order))
     if not isinstance(block, Layout):
         raise bad_argument("block", block, "tile_to_shape needs a Layout or composed layout")
     trg_shape = it.as_inttuple(trg_shape, "trg_shape")

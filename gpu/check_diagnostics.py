@@ -413,16 +413,16 @@ def first_report(case: Case, r: dict) -> str:
         s = r["races"][0]
         f, g = s["first"], s["second"]
         return (f"{s['kind']} at shared {s['addr']:#x}: {f['op']} pc={f['pc']:#06x} `{f['sass']}` line {f['line']} "
-                f"warp {f['warp']} lane {f['lane']} / {g['op']} pc={g['pc']:#06x} `{g['sass']}` line {g['line']} "
-                f"warp {g['warp']} lane {g['lane']}")
+                f"warp={f['warp']} lane={f['lane']} / {g['op']} pc={g['pc']:#06x} `{g['sass']}` line {g['line']} "
+                f"warp={g['warp']} lane={g['lane']}")
     if case.tool == "memcheck" and r["fault"]:
         f = r["fault"]
-        return (f"{f['kind']} at pc={f['pc']:#06x} `{f['sass']}` line {f['line']} warp {f['warp']} lane {f['lane']} "
+        return (f"{f['kind']} at pc={f['pc']:#06x} `{f['sass']}` line {f['line']} warp={f['warp']} lane={f['lane']} "
                 f"addr={f['addr']:#x}")
     if case.tool == "initcheck" and r["uninit"]:
         u = r["uninit"][0]
         return (f"uninitialised {u['space']} read of {u['nbytes']} bytes at {u['addr']:#x}: pc={u['pc']:#06x} "
-                f"`{u['sass']}` line {u['line']} warp {u['warp']} lane {u['lane']}")
+                f"`{u['sass']}` line {u['line']} warp={u['warp']} lane={u['lane']}")
     return ""
 
 

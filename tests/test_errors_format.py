@@ -19,10 +19,7 @@ PACKAGES = ("flashsim", "gpu")
 #: (a constructor-style repr such as "Event(cta=0, warp=2, ...)" is not a location message)
 OLD_FORMAT = re.compile(r"\bCTA \{|\bcta \{|\bwarp \{|\blane \{|[^A-Za-z_]\(cta=\{[^}]*\}, warp=")
 #: modules that still print the old wording (outside the modules converted so far); nothing else may
-NOT_YET_CONVERTED = {
-    "flashsim/trace/cli.py", "flashsim/trace/html.py", "flashsim/sass/tracediff.py", "flashsim/sass/fstrace.py",
-    "flashsim/trace/container.py", "gpu/check_diagnostics.py",
-}
+NOT_YET_CONVERTED: set = set()
 CONVERTED = {"flashsim/errors.py", "flashsim/warp/shfl.py", "flashsim/trace/diff.py", "gpu/trace_gpu.py",
              "gpu/runtime.py", "gpu/check_banks.py", "gpu/check_races.py"}
 #: exception classes that are not errors flashsim reports: private signals caught inside their module, and

@@ -359,8 +359,8 @@ def test_diff_finds_a_planted_difference_at_its_line(mod, planted, tmp_path, cap
     assert {lane for lane, *_ in f.cells} == set(range(32))
     assert main(["trace", "diff", str(a), str(b)]) == 1
     text = capsys.readouterr().out
-    assert f"first divergence: CTA 0 warp 0 at kernel.cu:{LINES['y']} #0" in text
-    assert "matched by source line and occurrence" in text and "lane  0" in text and "f32 " in text
+    assert f"first divergence: cta=0 warp=0 at kernel.cu:{LINES['y']} #0" in text
+    assert "matched by source line and occurrence" in text and "lane= 0" in text and "f32 " in text
     assert main(["trace", "diff", str(a), str(a)]) == 0
     assert "no divergence" in capsys.readouterr().out
 

@@ -246,7 +246,7 @@ def test_cli_record_show_diff_replay_html(tmp_path, capsys):
     assert main(["trace", "record", "--kernel", "v5", "--seqlen", "64", "--backend", "sim", "-o", str(a)]) == 2
     assert "force" in capsys.readouterr().err
     assert main(["trace", "show", str(a)]) == 0
-    assert "CTA 0 warp 2: init_ml x1" in capsys.readouterr().out
+    assert "cta=0 warp=2: init_ml x1" in capsys.readouterr().out
     assert main(["trace", "show", str(a), "--cta", "0", "--warp", "2", "--tag", "next_ml", "--occurrence", "1"]) == 0
     text = capsys.readouterr().out
     assert "new_m" in text and "seq" in text and text.count("\n") > 32

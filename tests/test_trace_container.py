@@ -335,7 +335,7 @@ def test_flipped_byte_in_a_chunk(trace, events):
                                                                                             row["stored"] // 2)] ^ 4]))
     with open_trace(trace) as r:                                 # the index is intact: opening works ...
         assert list(r.events(cta=0)) == [e for e in _sorted(events) if e.cta == 0]   # ... other warps read fine
-        with pytest.raises(TraceError, match=rf"chunk #{i} \(cta=1, warp=1\).*checksum mismatch") as info:
+        with pytest.raises(TraceError, match=rf"chunk #{i} \(cta=1 warp=1\).*checksum mismatch") as info:
             list(r.events(cta=1, warp=1))
         assert str(info.value).startswith(str(trace))
         with pytest.raises(TraceError, match=rf"chunk #{i} .*checksum"):
@@ -424,7 +424,7 @@ def test_unknown_tag_id_in_the_index(trace):
     (jlen,) = C._U32LE.unpack_from(data, index_at)
     _patched(trace, index_at + 4 + jlen + n * C.INDEX_DTYPE.itemsize, struct.pack("<I", 99))   # first tag id
     _fix_checksums(trace)
-    _error(trace, r"unknown tag id 99 in the index entry of chunk #0 \(cta=0, warp=0\); the tag table has 5 tags")
+    _error(trace, r"unknown tag id 99 in the index entry of chunk #0 \(cta=0 warp=0\); the tag table has 5 tags")
 
 
 def test_unknown_tag_id_in_a_chunk(tmp_path, events):
@@ -436,7 +436,7 @@ def test_unknown_tag_id_in_a_chunk(tmp_path, events):
     _fix_checksums(path)
     with open_trace(path) as r:
         cta, warp = int(row["cta"]), int(row["warp"])
-        with pytest.raises(TraceError, match=rf"chunk #2 \(cta={cta}, warp={warp}\): unknown tag id 77"):
+        with pytest.raises(TraceError, match=rf"chunk #2 \(cta={cta} warp={warp}\): unknown tag id 77"):
             list(r.events(cta=cta, warp=warp))
 
 

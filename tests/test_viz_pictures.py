@@ -306,7 +306,7 @@ def test_trace_page_against_another_trace_opens_with_a_readable_summary(tmp_path
     top = page[:page.index('<div id="rows">')]
     assert '<div class="summary bad" id="summary">' in top
     assert "1 of the 140 events in both traces differ" in top
-    assert f"first divergence: CTA {e.cta} warp {e.warp} mma_qk #0 (seq {e.seq}): registers (1 lane-registers)" in top
+    assert f"first divergence: cta={e.cta} warp={e.warp} mma_qk #0 (seq {e.seq}): registers (1 lane-registers)" in top
     assert "<tr><th>mma_qk</th><td>1</td><td>1</td><td>1</td></tr>" in top
     assert "<details><summary>full diff report</summary>" in top
     assert top.index('id="summary"') < top.index('<details class="meta">')

@@ -56,7 +56,7 @@ def run_fs_trace(case, *, ctas=(0,), warps=None, cap_words: int | None = None):
         for j, w in enumerate(warps):
             ev, dropped = trace_gpu.decode(buf[i, j], c, w, kernel, headdim)
             if dropped:
-                overflow.append(f"CTA {c} warp {w} dropped {dropped} events")
+                overflow.append(f"cta={c} warp={w} dropped {dropped} events")
             events.extend(ev)
     if overflow:
         raise trace_gpu.TraceOverflow(f"trace buffer of {cap} words per warp too small ({need} needed by the "

@@ -127,7 +127,7 @@ class SassDiff:
             return "\n".join(lines)
         d = self.first
         seqs = ", ".join(f"{n} seq {e.seq}" for n, e in (("A", d.a), ("B", d.b)) if e is not None)
-        lines.append(f"first divergence: CTA {d.cta} warp {d.warp} at {d.site} #{d.occurrence} ({seqs}): {d.kind}")
+        lines.append(f"first divergence: cta={d.cta} warp={d.warp} at {d.site} #{d.occurrence} ({seqs}): {d.kind}")
         if d.a is not None:
             lines.append(f"  A: {self._where(self.a_info, d.a)}")
         if d.b is not None:
@@ -137,7 +137,7 @@ class SassDiff:
         if d.before:
             lines.append("  events before it in this warp (A): " + "; ".join(f"{s}: {t}" for s, t in d.before))
         for lane, reg, a, b in d.cells[:cells]:
-            lines.append(f"  lane {lane:2d} {reg:<6} A {_value(a)}  B {_value(b)}")
+            lines.append(f"  lane={lane:2d} {reg:<6} A {_value(a)}  B {_value(b)}")
         if len(d.cells) > cells:
             lines.append(f"  ... {len(d.cells) - cells} more lane/register cells differ in this event")
         if d.smem is not None:
@@ -161,7 +161,7 @@ def _rec_text(r) -> str:
         return r
     st = ("load", "store", "atomic")[int(r["store"])] if int(r["store"]) < 3 else str(int(r["store"]))
     wf = "-" if int(r["wavefront"]) == _NO_WAVEFRONT else str(int(r["wavefront"]))
-    return f"lane {int(r['lane'])} {st} of {int(r['nbytes'])} bytes at {int(r['addr']):#x} (wavefront {wf})"
+    return f"lane={int(r['lane'])} {st} of {int(r['nbytes'])} bytes at {int(r['addr']):#x} (wavefront {wf})"
 
 
 def _load(path) -> _Side:
@@ -372,7 +372,7 @@ def _smem_by_line(A: _Side, B: _Side, pairs: dict, differs: set, history, contex
             if not x:
                 return "none"
             lane, addr, nb, st = x[0]
-            return f"lane {lane} {('load', 'store', 'atomic')[st]} of {nb} bytes at {addr:#x}"
+            return f"lane={lane} {('load', 'store', 'atomic')[st]} of {nb} bytes at {addr:#x}"
         ea, eb = fa.get(key), fb.get(key)
         d = SassDivergence(cta, warp, f"{f}:{line}", 0, "line", "shared memory (the line's accesses)", ea, eb,
                            smem=(f"{len(only_a)} accesses only in A, e.g. {rec(only_a)}",

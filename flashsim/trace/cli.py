@@ -279,7 +279,7 @@ def cmd_replay(args) -> int:
                 print(f"{len(d.divergences)} events differ from the twin's step taken from the recorded state "
                       "(the steps that introduce a difference):")
                 for x in d.divergences[:50]:
-                    print(f"  seq {x.seq:5d} CTA {x.cta} warp {x.warp} {x.tag} #{x.occurrence}: {x.n_cells} cells")
+                    print(f"  seq {x.seq:5d} cta={x.cta} warp={x.warp} {x.tag} #{x.occurrence}: {x.n_cells} cells")
         print(d.format(k, hd, dt))
         return 0 if d.clean else 1
     r = session.replay(run, name=str(args.file))
@@ -304,7 +304,7 @@ def cmd_show(args) -> int:
             print(f"{args.file}: {session.describe(meta)}")
             for cta, warp in r.keys():
                 c = Counter(e.tag for e in r.events(cta=cta, warp=warp))
-                print(f"  CTA {cta} warp {warp}: " + ", ".join(f"{t} x{n}" for t, n in
+                print(f"  cta={cta} warp={warp}: " + ", ".join(f"{t} x{n}" for t, n in
                                                              sorted(c.items(), key=lambda x: spec.TAG_ID[x[0]])))
             return 0
         events = list(r.events(cta=args.cta, warp=args.warp, tags=[args.tag] if args.tag else None))
@@ -318,7 +318,7 @@ def cmd_show(args) -> int:
             continue
         shown += 1
         names = spec.registers(k, e.tag, hd)
-        print(f"CTA {e.cta} warp {e.warp} seq {e.seq} {e.tag} #{n}: {len(names)} registers")
+        print(f"cta={e.cta} warp={e.warp} seq {e.seq} {e.tag} #{n}: {len(names)} registers")
         for c0 in range(0, len(names), args.max_regs):
             cols = names[c0:c0 + args.max_regs]
             width = 10 if args.hex else 14

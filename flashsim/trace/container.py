@@ -902,7 +902,7 @@ class TraceReader:
     def _chunk_name(self, i: int) -> str:
         r = self._rows[i]
         if r["kind"] == KIND_EVENTS:
-            return f"chunk #{i} (cta={r['cta']}, warp={r['warp']})"
+            return f"chunk #{i} (cta={r['cta']} warp={r['warp']})"
         names = list(self._arrays) if hasattr(self, "_arrays") else []
         a = int(r["array"])
         name = repr(names[a]) if 0 <= a < len(names) else f"#{a}"

@@ -123,7 +123,7 @@ def _diff_summary(d, meta, other_meta, path, against, k, hd, dt) -> str:
         counts = f"{differ} of the {d.compared} events in both traces differ"
         for c, w in ((only_a, "A"), (only_b, "B")):
             counts += f"; {c} event{'s' if c != 1 else ''} only in {w}" if c else ""
-        head = [counts, f"first divergence: CTA {f.cta} warp {f.warp} {f.tag} #{f.occurrence} (seq {f.seq}): {f.kind}"
+        head = [counts, f"first divergence: cta={f.cta} warp={f.warp} {f.tag} #{f.occurrence} (seq {f.seq}): {f.kind}"
                 f"{f' ({f.n_cells} lane-registers)' if f.kind == 'registers' else ''}", names]
     out = [f'<div class="summary{"" if d.clean else " bad"}" id="summary">', f'<div class="head">{esc(head[0])}</div>']
     out += [f"<div>{esc(line)}</div>" for line in head[1:]]
@@ -150,7 +150,7 @@ def _rows(warps: list[dict], colors: dict) -> str:
             boxes.append(f'<span class="{cls}" id="e{wi}_{i}" data-w="{wi}" data-i="{i}" '
                          f'style="background:{colors.get(ev["t"], "#eee")}" title="{html.escape(tip)}">'
                          f'{html.escape(short(ev["t"]))}</span>')
-        out.append(f'<div class="row"><span class="lab">CTA {w["cta"]} warp {w["warp"]}</span>'
+        out.append(f'<div class="row"><span class="lab">cta={w["cta"]} warp={w["warp"]}</span>'
                    f'<div class="evs">{"".join(boxes)}</div></div>')
     return "\n".join(out)
 

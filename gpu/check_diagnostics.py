@@ -52,6 +52,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from flashsim.errors import FlashsimError
+
 FILE = "planted.cu"
 REL_PATH = f"gpu/kernels/{FILE}"
 TOOLS = ("racecheck", "memcheck", "initcheck")
@@ -654,7 +656,7 @@ def child_ran(case: Case, text: str) -> bool:
     return case.tool == "memcheck" and FAILED_MARK in text
 
 
-class ToolUnavailable(Exception):
+class ToolUnavailable(FlashsimError):
     """compute-sanitizer cannot run at all (missing binary); the message says what to do."""
 
 

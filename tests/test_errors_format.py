@@ -23,9 +23,9 @@ NOT_YET_CONVERTED: set = set()
 CONVERTED = {"flashsim/errors.py", "flashsim/warp/shfl.py", "flashsim/trace/diff.py", "gpu/trace_gpu.py",
              "gpu/runtime.py", "gpu/check_banks.py", "gpu/check_races.py"}
 #: exception classes that are not errors flashsim reports: private signals caught inside their module, and
-#: a cancellation signal; plus one reported error class still outside the tree (gpu/check_diagnostics.py)
+#: a cancellation signal
 NOT_ERRORS = {"flashsim.layout.layout._Undefined", "flashsim.kernels.common.Cancelled"}
-NOT_YET_IN_TREE = {"gpu.check_diagnostics.ToolUnavailable"}
+NOT_YET_IN_TREE: set = set()
 
 
 def _sources():

@@ -606,6 +606,19 @@ class SharedMemory:
     def _mark_written(self, c, a, width: int) -> None:
         self.written[np.asarray(c)[:, None], np.asarray(a)[:, None] + np.arange(width)] = True
 
+    def on_atomic(self, addr: np.ndarray, width: int, active: np.ndarray, tag: str, *, reads: bool = True,
+                  cas: bool = False) -> None:
+        """A shared atomic of ``width`` bytes by ``active`` lanes (addresses checked): initcheck of what it
+        reads (not for a reduction, ``reads=False``), its bytes then written, and its banks (32-bit ones;
+        a CAS counts as two accesses). Atomics are not watched by the race shadow: two atomics never race."""
+        if self.written is not None:
+            if reads:
+                self._check_written(addr, width, active, tag)
+            c, _, _ = np.nonzero(active)
+            self._mark_written(c, addr[active], width)
+        if width == 4:
+            self.account(tag, "atom_cas" if cas else "atom", addr, width, active)
+
     def on_read(self, addr: np.ndarray, width: int, active: np.ndarray, tag: str) -> tuple:
         """Check a read against the shadow (RAW, read before cp.async wait) and record it; with initcheck,
         list the lanes that read bytes nothing wrote."""

@@ -149,9 +149,7 @@ class RawModule:
             last = instrs[i].line
         symbols = {s["name"]: s["value"] for s in self._elf.functions.values()
                    if s["section"] == f".text.{name}"}
-        prog = Program(self._elf.kernels[name], instrs, symbols)
-        prog.cubin_sha256 = self.sha256
-        return prog
+        return Program(self._elf.kernels[name], instrs, symbols, cubin_sha256=self.sha256)
 
     # ------------------------------------------------------------------------------------ cupy's surface
     def get_function(self, name: str) -> "Function":

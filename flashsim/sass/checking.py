@@ -27,6 +27,7 @@ naming cta, warp, lane, address, PC, SASS and source line, inside ``checking`` o
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 import contextvars
 import html
 import json
@@ -330,14 +331,14 @@ class Report:
             else:
                 out.append(f"races: {self.race_count} hazards (per word and instruction pair), "
                            f"{len(self.race_pairs())} instruction pairs:")
+                counts = Counter((r.kind, r.first.pc, r.second.pc) for r in self.race_sites)
                 seen = set()
                 for r in self.race_sites:
                     key = (r.kind, r.first.pc, r.second.pc)
                     if key in seen:
                         continue
                     seen.add(key)
-                    n = sum(1 for x in self.race_sites if (x.kind, x.first.pc, x.second.pc) == key)
-                    out.append(f"  {r.kind}: {n}x, e.g. addr={r.addr:#x}")
+                    out.append(f"  {r.kind}: {counts[key]}x, e.g. addr={r.addr:#x}")
                     out.append(f"    first:  {r.first}")
                     out.append(f"    second: {r.second}")
         if self.initcheck:
@@ -346,14 +347,14 @@ class Report:
                 out.append("uninitialised reads: none")
             else:
                 out.append(f"uninitialised reads: {self.uninit_count} lane accesses")
+                counts = Counter((u.space, u.access.kernel, u.access.pc) for u in self.uninitialized)
                 seen = set()
                 for u in self.uninitialized:
                     key = (u.space, u.access.kernel, u.access.pc)
                     if key in seen:
                         continue
                     seen.add(key)
-                    n = sum(1 for x in self.uninitialized if (x.space, x.access.kernel, x.access.pc) == key)
-                    out.append(f"  {u.space}: {n}x, e.g. {u}")
+                    out.append(f"  {u.space}: {counts[key]}x, e.g. {u}")
         return "\n".join(out)
 
     def html(self, *, title: str = "flashsim checking report") -> str:
@@ -447,10 +448,14 @@ class _LaunchProbe:
             return
         c, w, l = np.nonzero(lanes)
         tag = f"{ins.pc:#06x}"
-        for i in np.nonzero(bad)[0]:
-            self.report._add_uninit(UninitRead("global", int(a[i]), width,
-                                               self.report._access(self.name, self.program, m, int(c[i]), int(w[i]),
-                                                                   int(l[i]), tag, "read")))
+        rep = self.report
+        bad = np.nonzero(bad)[0]
+        keep = bad[:max(0, rep.max_records - len(rep.uninitialized))]  # records kept; the rest only counted
+        rep.uninit_count += int(bad.size - keep.size)
+        for i in keep:
+            rep._add_uninit(UninitRead("global", int(a[i]), width,
+                                       rep._access(self.name, self.program, m, int(c[i]), int(w[i]), int(l[i]), tag,
+                                                   "read")))
 
     def global_write(self, m, ins, lanes: np.ndarray, addr: np.ndarray, width: int, data: np.ndarray,
                      src: int | None) -> None:

@@ -81,7 +81,10 @@ class GlobalMemory:
         if rec.all():
             del self._unwritten[i]
 
-    def _mark_accesses(self, addr: np.ndarray, idx: np.ndarray, width: int) -> None:
+    def mark_accesses(self, addr: np.ndarray, idx: np.ndarray, width: int) -> None:
+        """Kernel writes of ``width`` bytes at located ``addr``: those bytes are initialised now."""
+        if not self._unwritten:
+            return
         for i in np.unique(idx):
             if int(i) in self._unwritten:
                 off = (addr[idx == i] - np.uint64(self._starts[int(i)])).astype(np.int64)
@@ -164,8 +167,7 @@ class GlobalMemory:
     def scatter(self, addr: np.ndarray, idx: np.ndarray, data: np.ndarray, width: int) -> None:
         """Store (N, words) uint32 ``data`` at ``addr``; later rows win where addresses repeat."""
         words = max(1, width // 4)
-        if self._unwritten:
-            self._mark_accesses(addr, idx, width)
+        self.mark_accesses(addr, idx, width)
         for i in np.unique(idx):
             sel = idx == i
             off = (addr[sel] - np.uint64(self._starts[int(i)])).astype(np.int64)

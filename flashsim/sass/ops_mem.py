@@ -469,8 +469,17 @@ def _atomic_factory(ctx: Ctx, space: str):
     else:
         addr = _address(ctx, i, wide) if space != "shared" else _shared_addr(ctx, i)
     cas = op == "CAS"
+    popc = "POPC" in mods
+    if popc:
+        # ATOMS.POPC.INC.32 RZ, [a]: the warp-aggregated atomicAdd(p, 1): every active lane adds 1 (the
+        # hardware adds their count once); the value each lane would get back is not modelled
+        ctx.need(op == "INC" and len(ctx.ops) == i + 1 and ctx.ops[0].kind == "r" and ctx.ops[0].index == RZ,
+                 f"{ctx.ins.text} (a POPC.INC whose result is used)")
+        op = "ADD"
+    else:
+        ctx.need(len(ctx.ops) == i + (3 if cas else 2), f"{ctx.ins.text} (operands)")
     rcmp = _regs_of(ctx, i + 1, words) if cas else None
-    rval = _regs_of(ctx, i + 2 if cas else i + 1, words)
+    rval = (lambda m: np.ones(m.st.shape + (1,), np.uint32)) if popc else _regs_of(ctx, i + 2 if cas else i + 1, words)
     width = 4 * words
 
     def run(m, ex):
@@ -485,15 +494,10 @@ def _atomic_factory(ctx: Ctx, space: str):
             a, idx = _global_check(m, ctx, lanes, ad, width)
             if m.probe is not None and not red:
                 m.probe.global_read(m, ctx.ins, lanes, ad, width)
-            if m.mem.tracks_writes:
-                m.mem._mark_accesses(a, idx, width)
+            m.mem.mark_accesses(a, idx, width)
         else:
             m.smem.check_access(ad, width, lanes, ctx.ins.text)
-            if m.smem.written is not None:
-                if not red:
-                    m.smem._check_written(ad, width, lanes, f"{ctx.ins.pc:#06x}")
-                c_, _, _ = np.nonzero(lanes)
-                m.smem._mark_written(c_, ad[lanes], width)
+            m.smem.on_atomic(ad, width, lanes, f"{ctx.ins.pc:#06x}", reads=not red, cas=cas)
         c, w, l = np.nonzero(lanes)  # lane order: (cta, warp, lane)
         wdt = np.uint64 if words == 2 else np.uint32
         v = np.ascontiguousarray(vals[c, w, l]).view(wdt)[:, 0]
@@ -506,8 +510,6 @@ def _atomic_factory(ctx: Ctx, space: str):
                 got[sel] = _atomic_words(m.mem.word_view(int(i_), wdt), k, op, typ, v[sel],
                                          None if cv is None else cv[sel], ftz)
         else:  # every CTA's shared memory, as one word array
-            if width == 4:
-                m.smem.account(f"{ctx.ins.pc:#06x}", "atom_cas" if cas else "atom", ad, width, lanes)
             k = c * (m.smem.size // width) + ad[c, w, l] // width
             got = _atomic_words(m.smem.data.reshape(-1).view(wdt), k, op, typ, v, cv, ftz)
         out[c, w, l] = got[:, None].view(np.uint32).reshape(-1, words)

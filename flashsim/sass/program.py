@@ -285,11 +285,11 @@ class Ctx:
 class Program:
     """One kernel's instructions and their compiled closures (``compiled``: pc -> fn(m, active))."""
 
-    def __init__(self, kernel, instructions: list[Instr], symbols: dict[str, int]):
+    def __init__(self, kernel, instructions: list[Instr], symbols: dict[str, int], cubin_sha256: str | None = None):
         self.kernel = kernel
         self.instructions = {ins.pc: ins for ins in instructions}
         self.symbols = symbols
-        self.cubin_sha256: str | None = None  # the cubin it came from (set by the module that loads it)
+        self.cubin_sha256 = cubin_sha256  # the cubin it came from
         self.compiled: dict[int, Callable] = {}
         # executions (scheduling steps) of the instruction at each PC, summed over every launch
         self.hits = np.zeros(max(ins.pc for ins in instructions) // 16 + 1 if instructions else 1, np.int64)

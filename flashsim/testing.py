@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,16 +99,21 @@ def _check_args(args) -> list:
 
 def code_digest(module, name: str) -> bytes:
     """The sha256 of what a launch of kernel ``name`` executes: its machine code, its constant bank 0
-    image, the module's data and constant sections (not the line table, which records the folder the
-    source was compiled in)."""
+    image, and the module constant banks its code reads (with the module's globals, which are reached
+    through them); not the line table, which records the folder the source was compiled in, nor what only
+    other kernels of the module use."""
     elf = module._elf
     k = elf.kernels[name]
     h = hashlib.sha256(k.code)
     h.update(k.constant0)
-    for sec, data in sorted(elf.data_sections().items()):
-        h.update(sec.encode() + bytes(data))
+    texts = (ins.text for ins in module.get_function(name)._prog().instructions.values())
+    banks = {int(b, 16) for t in texts for b in re.findall(r"c\[(0x[0-9a-f]+)\]", t)} - {0}
     for bank, data in sorted(elf.constant_banks().items()):
-        h.update(str(bank).encode() + bytes(data))
+        if bank in banks:
+            h.update(str(bank).encode() + bytes(data))
+    if banks:
+        for sec, data in sorted(elf.data_sections().items()):
+            h.update(sec.encode() + bytes(data))
     return h.digest()
 
 

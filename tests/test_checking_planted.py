@@ -567,3 +567,32 @@ def test_parse_location(text, want):
 def test_launch_child_refuses_unknown_case(capsys):
     assert cd.launch_case("no_such_case", os.devnull) == 2
     assert "no case" in capsys.readouterr().err
+
+
+class _HostArrays:
+    """The recipes' arrays on the host, for flashsim.testing (which copies them to both devices)."""
+
+    def array(self, host):
+        return np.ascontiguousarray(host)
+
+    def zeros(self, n, dtype):
+        return np.zeros(n, dtype)
+
+    def empty(self, n, dtype):
+        return np.zeros(n, dtype)
+
+    def partial(self, n, dtype, host_prefix):
+        out = np.zeros(n, dtype)
+        out[:len(host_prefix)] = host_prefix
+        return out
+
+
+@pytest.mark.parametrize("case", _params(CONTROLS), ids=lambda c: c.name)
+def test_race_free_control_computes_what_the_gpu_computes(module, case):
+    """The race-free kernels (barriers, __syncwarp as a NOP and as WARPSYNC R in divergent loops, cp.async
+    groups, ldmatrix) give the GPU's outputs bit for bit (under --gpu against the H100, else against its
+    stored results in traces/golden/)."""
+    from flashsim import testing
+
+    args = cd.RECIPES[case.args](_HostArrays())
+    testing.assert_matches_gpu(module, case.kernel, (case.grid,), (case.block,), args, shared_mem=case.shared)

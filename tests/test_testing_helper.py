@@ -23,6 +23,23 @@ extern "C" __global__ void hexp(__half* y, const __half* x, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = hexp(x[i]);
 }
+extern "C" __global__ void smem_atomics(unsigned* out, const unsigned* v, int generic_only) {
+  __shared__ unsigned s[256];
+  unsigned t = threadIdx.x;
+  for (unsigned i = t; i < 256; i += blockDim.x) s[i] = i * 2654435761u;
+  __syncthreads();
+  unsigned* g = s;
+  if (generic_only) asm volatile("mov.b64 %0, %0;" : "+l"(g));  // the compiler no longer knows it is shared
+  unsigned a = atomicAdd(g + (t % 4) * 32, v[t]);          // 8 lanes per word, 4 words on one bank
+  unsigned b = atomicMin(&s[64 + t % 16], v[t] >> 3);
+  unsigned c = atomicOr(&s[128 + (t * 7) % 32], v[t]);
+  unsigned d = atomicExch(&s[160 + t % 8], v[t] ^ t);
+  unsigned e = atomicCAS(&s[192 + t % 2], s[192 + t % 2], v[t]);
+  atomicAdd(&s[224], 1u);                                   // a reduction (no result)
+  __syncthreads();
+  out[6 * t + 0] = a; out[6 * t + 1] = b; out[6 * t + 2] = c; out[6 * t + 3] = d; out[6 * t + 4] = e;
+  out[6 * t + 5] = s[(t * 8) % 256];                         // the words every atomic above touched
+}
 extern "C" __global__ void hcmp(__half2* out, const __half2* a, const __half2* b, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -139,6 +156,16 @@ def test_half_compares_match_the_gpu(mod):
     n = a.size // 2
     testing.assert_matches_gpu(mod, "hcmp", ((n + 127) // 128,), (128,),
                                (np.zeros(24 * n, np.float16), a2, b2, np.int32(n)))
+
+
+@pytest.mark.parametrize("generic", [0, 1])
+def test_shared_atomics_match_the_gpu(mod, generic):
+    """ATOMS add/min/or/exch/CAS and a reduction with lanes of one warp on one word (applied in lane order),
+    and with a generic pointer into shared memory (ATOM with a PT destination): results and final memory.
+    One warp: between warps the H100 applies same-word atomics in its schedule's order (warps 6 and 7 of a
+    256-thread block first, interleaved lane by lane), which the interpreter does not reproduce."""
+    v = np.random.default_rng(3).integers(0, 1 << 32, 32, dtype=np.uint64).astype(np.uint32)
+    testing.assert_matches_gpu(mod, "smem_atomics", (1,), (32,), (np.zeros(6 * 32, np.uint32), v, np.int32(generic)))
 
 
 def test_kernel_arrays_cover_special_bit_patterns():

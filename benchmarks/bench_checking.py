@@ -28,7 +28,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     a = ap.parse_args(argv)
     import flashsim.cuda as fc
-    from gpu.fa_kernels import prepare
+    from flashsim.gpu.fa_kernels import prepare
 
     rng = np.random.default_rng(0)
     small = [rng.standard_normal((1, 128, 1, 128)).astype(ml_dtypes.bfloat16) for _ in range(3)]

@@ -53,8 +53,8 @@ def shape_parser(doc: str) -> argparse.ArgumentParser:
 def main(argv=None):
     import ml_dtypes
 
-    from gpu import runtime
-    from gpu.fa_kernels import prepare
+    from flashsim.gpu import runtime
+    from flashsim.gpu.fa_kernels import prepare
 
     a = shape_parser(__doc__).parse_args(argv)
     b, h, s, d = a.batch, a.heads, a.seqlen, a.headdim

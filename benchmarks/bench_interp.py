@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=1)
     a = ap.parse_args(argv)
     from flashsim.kernels import run_twin
-    from gpu.fa_kernels import prepare
+    from flashsim.gpu.fa_kernels import prepare
 
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()

@@ -24,8 +24,8 @@ def main(argv=None):
     from bench_fa_gpu import shape_parser, time_events
     from flashsim.attention import check_args
     from flashsim.trace import spec
-    from gpu import runtime, trace_gpu
-    from gpu.fa_kernels import prepare
+    from flashsim.gpu import runtime, trace_gpu
+    from flashsim.gpu.fa_kernels import prepare
 
     a = shape_parser(__doc__).parse_args(argv)
     b, h, s, d = a.batch, a.heads, a.seqlen, a.headdim

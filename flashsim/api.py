@@ -56,7 +56,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
         else:
             out, lse = fa_v5.run(qn, kn, vn, softmax_scale=args.softmax_scale, kernel=kernel), None  # one arithmetic
     else:
-        from gpu.fa_kernels import run_kernel
+        from flashsim.gpu.fa_kernels import run_kernel
 
         out, lse = run_kernel(kernel, qn, kn, vn, args.softmax_scale, **(mask_kw if kernel == "fa2" else {}))
     if torch_in:

@@ -257,7 +257,7 @@ def warm_up(kernels, q, k, v, kw: dict, *, banks: bool, gpu: bool = False) -> fl
             if banks:
                 bank_report(kernel, tq, tk, tv, **tkw)
             if gpu:
-                from gpu.fa_kernels import run_kernel
+                from flashsim.gpu.fa_kernels import run_kernel
 
                 run_kernel(kernel, tq, tk, tv, **tkw)
         except (NotImplementedError, ArgumentError):  # outside the kernel's domain: the run says so
@@ -269,7 +269,7 @@ def bank_report(kernel: str, q, k, v, progress=None, **kw):
     """The :class:`flashsim.sass.checking.Report` (banks) of one launch of ``kernel``'s cubin in the SASS
     interpreter on these inputs; ``progress(done, total)`` counts CTAs."""
     import flashsim.cuda as fc
-    from gpu.fa_kernels import prepare
+    from flashsim.gpu.fa_kernels import prepare
 
     with fc.checking(banks=True) as report:
         if kernel == "fa2" and k.shape[1] == 0:  # flash_attn_func launches nothing
@@ -344,7 +344,7 @@ def cmd_check(args) -> int:
         if k not in TWINS:
             raise bad_argument("--kernel", k, f"expected names from {TWINS}")
     if args.gpu:  # before any simulation: a missing GPU is known at once
-        from gpu.runtime import require_gpu
+        from flashsim.gpu.runtime import require_gpu
 
         require_gpu()
     hk = args.heads if args.heads_k is None else args.heads_k
@@ -404,7 +404,7 @@ def cmd_check(args) -> int:
                 report = bank_report(kernel, q, k, v, progress=pr, **kw)
             print_banks(report, args.bank_lines, time.perf_counter() - t0)
         if args.gpu:
-            from gpu.fa_kernels import run_kernel
+            from flashsim.gpu.fa_kernels import run_kernel
 
             t0 = time.perf_counter()
             g_out, g_lse = run_kernel(kernel, q, k, v, **kw)

@@ -17,14 +17,18 @@ import numpy as np
 from flashsim.errors import TraceError
 
 DEFAULT_DIR = Path("traces") / "numerics"
+#: the copy a wheel installs inside the package (pyproject.toml maps traces/numerics to flashsim.golden_data)
+INSTALLED_DIR = Path(__file__).resolve().parent / "golden_data"
 #: the repository's copy, beside the package (an editable install or a checkout run from anywhere)
 REPOSITORY_DIR = Path(__file__).resolve().parents[1] / "traces" / "numerics"
 
 
 def default_dir() -> Path:
-    """Where the golden numerics data are: ./traces/numerics if present, else the repository's copy."""
-    if DEFAULT_DIR.is_dir():
-        return DEFAULT_DIR
+    """Where the golden numerics data are: ./traces/numerics if present, else the copy installed with the
+    package (a wheel), else the repository's (an editable install)."""
+    for d in (DEFAULT_DIR, INSTALLED_DIR):
+        if d.is_dir():
+            return d
     return REPOSITORY_DIR
 
 
@@ -170,7 +174,7 @@ def replay_all(directory=DEFAULT_DIR) -> list[ReplayResult]:
     found = [directory / n for n in REPLAYERS if (directory / n).exists()]
     if not found:
         raise TraceError(f"{directory}: no golden numerics files ({', '.join(REPLAYERS)}); they live in the "
-                         "repository's traces/numerics, which a non-editable install does not carry: pass --golden DIR")
+                         "repository's traces/numerics and install as flashsim/golden_data: pass --golden DIR")
     results = []
     for path in found:
         results += REPLAYERS[path.name](path)

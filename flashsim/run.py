@@ -222,7 +222,7 @@ def cmd_run(args) -> int:
     _check_outputs(args)
     cupy = None
     if args.gpu:  # before any simulation: a missing GPU is known at once
-        from gpu.runtime import require_gpu
+        from flashsim.gpu.runtime import require_gpu
 
         cupy = require_gpu()
     mod, log = _load_module(args)

@@ -245,7 +245,7 @@ def _run_gpu(cupy, mod, name, grid, block, shared_mem, values, stopped) -> dict:
     if stopped is not None:
         print("GPU: not run (the simulated launch stopped; the GPU would fault too or hang)")
         return {"run": False}
-    from gpu.runtime import launch, load_cubin
+    from flashsim.gpu.runtime import launch, load_cubin
 
     kern = load_cubin(mod.cubin).get_function(name)
     if shared_mem > 48 * 1024:

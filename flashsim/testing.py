@@ -159,7 +159,7 @@ def _run_interp(mod, name, grid, block, args, shared_mem, exec_options, watch=No
 
 
 def _run_gpu(cubin, name, grid, block, args, shared_mem):
-    from gpu.runtime import launch, load_cubin, require_gpu
+    from flashsim.gpu.runtime import launch, load_cubin, require_gpu
 
     cupy = require_gpu()
     f = load_cubin(cubin).get_function(name)
@@ -227,7 +227,7 @@ def _golden_path(name: str, key: str) -> Path:
 
 
 def _save_golden(path: Path, key: str, cubin: bytes, name, grid, block, shared_mem, args, outs) -> None:
-    from gpu.runtime import device_info
+    from flashsim.gpu.runtime import device_info
 
     prov = {"kernel": name, "grid": list(grid), "block": list(block), "shared_mem": shared_mem, "key": key,
             "cubin_sha256": hashlib.sha256(cubin).hexdigest(), "device": device_info(),

@@ -1,6 +1,6 @@
 """What flashsim models and how each model was verified on hardware (the records ``flashsim info`` shows).
 
-Records live in ``flashsim/data/validation.json``; ``python -m gpu.validate`` writes them on a GPU.
+Records live in ``flashsim/data/validation.json``; ``python -m flashsim.gpu.validate`` writes them on a GPU.
 An instruction without a record is modelled but not verified, and says so.
 """
 

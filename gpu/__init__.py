@@ -4,6 +4,6 @@ Importing this package does not import cupy: that happens on first use, and a mi
 reported as :class:`gpu.runtime.GpuUnavailable`.
 """
 
-from gpu.runtime import CompileError, GpuUnavailable, LaunchError
+from flashsim.gpu.runtime import CompileError, GpuUnavailable, LaunchError
 
 __all__ = ["CompileError", "GpuUnavailable", "LaunchError"]

@@ -27,7 +27,7 @@ import numpy as np
 
 from flashsim.attention import DTYPES, attention_lowp, attention_reference, check_args
 from flashsim.errors import bad_argument
-from gpu import runtime
+from flashsim.gpu import runtime
 
 __all__ = ["BACKENDS", "EXTRA_KERNELS", "ExtraKernel", "Problem", "cubin_sha256", "function_names", "make_problem",
            "module", "random_problem", "reference", "run"]
@@ -398,7 +398,7 @@ def _digest(p: Problem) -> str:
 
 
 def main(argv=None) -> int:
-    """``python -m gpu.attn_extra --out DIR [--examples 100] [--install]``: every extra kernel on the GPU
+    """``python -m flashsim.gpu.attn_extra --out DIR [--examples 100] [--install]``: every extra kernel on the GPU
     (the interpreter's cubin) and in the interpreter on seeded random problems, bit for bit; a report and
     golden data (problem seeds, input digests, cubins, GPU outputs) that tests/test_sass_attention.py
     replays on the CPU."""
@@ -410,8 +410,8 @@ def main(argv=None) -> int:
     from concurrent.futures import ProcessPoolExecutor
     from pathlib import Path
 
-    from gpu.validate import provenance
-    from gpu.validate_fa import first_diff
+    from flashsim.gpu.validate import provenance
+    from flashsim.gpu.validate_fa import first_diff
 
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--out", required=True, type=Path)
@@ -422,7 +422,7 @@ def main(argv=None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     from flashsim.sass.toolchain import versions
 
-    report = {"command": "python -m gpu.attn_extra " + " ".join(argv if argv is not None else sys.argv[1:]),
+    report = {"command": "python -m flashsim.gpu.attn_extra " + " ".join(argv if argv is not None else sys.argv[1:]),
               "provenance": {**provenance(0), "toolchain": versions()}, "summary": {}, "results": {}}
     golden: dict = {}
     ok = True

@@ -1,6 +1,6 @@
 """Shared-memory banks: flashsim's predicted wavefronts/conflicts against Nsight Compute on the GPU.
 
-    python -m gpu.check_banks --out DIR [--ncu PATH] [--timeout S] [--dry-run] [--one-by-one]
+    python -m flashsim.gpu.check_banks --out DIR [--ncu PATH] [--timeout S] [--dry-run] [--one-by-one]
 
 What it does, in order:
 1. ``ncu --query-metrics`` (retried with ``--chip gh100``) lists the metrics this ncu/GPU offers; for each
@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpu.runtime import CheckError
+from flashsim.gpu.runtime import CheckError
 
 from flashsim.errors import bad_argument
 from flashsim.smem import PHASES, SM90, wavefronts
@@ -321,7 +321,7 @@ def results_by_launch(rows: list[dict]) -> list[dict]:
 
 def launch_all(names: list[str] | None = None) -> None:
     """Launch every pattern's kernel once (run under ncu by ``main``)."""
-    from gpu import runtime
+    from flashsim.gpu import runtime
 
     cupy = runtime.require_gpu()
     pats = [p for p in patterns() if names is None or p.name in names]
@@ -466,7 +466,7 @@ def main(argv=None) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     pats = patterns()
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "command": " ".join(["python -m gpu.check_banks"] + (argv or sys.argv[1:]))}
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "command": " ".join(["python -m flashsim.gpu.check_banks"] + (argv or sys.argv[1:]))}
     if args.repredict:
         old = json.loads((out / "banks.json").read_text())
         by_name = {p.name: p for p in pats}
@@ -494,7 +494,7 @@ def main(argv=None) -> int:
         ver = _run([ncu, "--version"], 60)
         meta["ncu_version"] = (ver.stdout.strip().splitlines() or ["?"])[-1]
         try:
-            from gpu.runtime import device_info
+            from flashsim.gpu.runtime import device_info
 
             meta["gpu"] = device_info()["name"]
         except Exception as exc:  # the measurement itself will fail loudly if there is no GPU
@@ -509,7 +509,7 @@ def main(argv=None) -> int:
         names = sorted({n for op in ops for q in chosen[op].values() for n in q})
         base = [ncu, "--clock-control", "none", "--csv", "--kernel-name", "regex:^bank_",
                 "--metrics", ",".join(n + ".sum" for n in names)]
-        child = [sys.executable, "-m", "gpu.check_banks", "--launch"]
+        child = [sys.executable, "-m", "flashsim.gpu.check_banks", "--launch"]
         if args.one_by_one:
             launches = []
             raw = []

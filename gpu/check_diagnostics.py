@@ -1,6 +1,6 @@
 """Diagnostics of planted bugs: flashsim's interpreter (races, faults, initcheck) against compute-sanitizer.
 
-    python -m gpu.check_diagnostics --out DIR [--sanitizer PATH] [--timeout S] [--dry-run] [--seeds N]
+    python -m flashsim.gpu.check_diagnostics --out DIR [--sanitizer PATH] [--timeout S] [--dry-run] [--seeds N]
                                     [--cases NAME,NAME...]
 
 Every case of CASES launches one kernel of gpu/kernels/planted.cu (a planted shared-memory race, memory
@@ -671,7 +671,7 @@ _OPTION_ERROR_RE = re.compile(r"(unrecogni[sz]ed|unknown|invalid) (option|argume
 
 def tool_command(sanitizer: str, case: Case, cubin: Path, *, extra: bool = True) -> list[str]:
     return [sanitizer, "--tool", case.tool, *COMMON_ARGS, *TOOL_ARGS[case.tool], *(case.tool_args if extra else ()),
-            sys.executable, "-m", "gpu.check_diagnostics", "--launch", case.name, "--cubin", str(cubin)]
+            sys.executable, "-m", "flashsim.gpu.check_diagnostics", "--launch", case.name, "--cubin", str(cubin)]
 
 
 def _kill_group(proc) -> None:
@@ -722,7 +722,7 @@ def run_tool(sanitizer: str, case: Case, cubin: Path, timeout: float) -> tuple[T
 
 def launch_case(name: str, cubin_path: str) -> int:
     """The child under the tool: load the cubin with cupy and launch the case once."""
-    from gpu import runtime
+    from flashsim.gpu import runtime
 
     case = CASE_BY_NAME.get(name)
     if case is None:

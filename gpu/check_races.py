@@ -1,10 +1,10 @@
 """Race detection: flashsim's shared-memory race detector against compute-sanitizer racecheck.
 
-    python -m gpu.check_races --out DIR [--sanitizer PATH] [--timeout S] [--dry-run]
+    python -m flashsim.gpu.check_races --out DIR [--sanitizer PATH] [--timeout S] [--dry-run]
 
 For every case in CASES (a race_* kernel of gpu/kernels/probe_smem.cu, one block of two warps, and its
 Python twin written with flashsim.warp), it
-1. runs ``compute-sanitizer --tool racecheck --racecheck-report all python -m gpu.check_races --launch CASE``
+1. runs ``compute-sanitizer --tool racecheck --racecheck-report all python -m flashsim.gpu.check_races --launch CASE``
    and reads whether racecheck reported a hazard (its "RACECHECK SUMMARY: N hazards displayed" line, or
    any "hazard detected" / "Race reported" line);
 2. runs the twin on the simulator (SharedMemory with races=True) and reads whether it reported one;
@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from gpu.runtime import CheckError
+from flashsim.gpu.runtime import CheckError
 
 from flashsim.smem import SharedMemory
 from flashsim.warp.memory import cp_async, cp_async_commit_group, cp_async_wait_all, cp_async_wait_group, ld_shared, st_shared
@@ -188,7 +188,7 @@ def parse_racecheck(text: str) -> int | None:
 
 
 def launch(kernel: str) -> None:
-    from gpu import runtime
+    from flashsim.gpu import runtime
 
     cupy = runtime.require_gpu()
     k = runtime.get_kernel(FILE, kernel)
@@ -198,7 +198,7 @@ def launch(kernel: str) -> None:
 
 
 def run_racecheck(sanitizer: str, case: Case, timeout: float) -> tuple[int | None, str]:
-    cmd = [sanitizer, "--tool", "racecheck", "--racecheck-report", "all", sys.executable, "-m", "gpu.check_races",
+    cmd = [sanitizer, "--tool", "racecheck", "--racecheck-report", "all", sys.executable, "-m", "flashsim.gpu.check_races",
            "--launch", case.kernel]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

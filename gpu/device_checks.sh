@@ -21,18 +21,18 @@ export PYTHONUNBUFFERED=1
 pip install -e . --no-deps --no-build-isolation -q 2>&1 | grep -v "Running pip as"
 for stage in ${STAGES:-validate sfu banks races fa fa_validate ncu_fa bench_fa traces bench_trace pytest}; do
   case $stage in
-    validate) timeout 300 python -m gpu.validate --out "$R/validate" --install > "$R/validate.log" 2>&1 ;;
-    fa)     timeout 60 python -m gpu.record_fa_golden --out "$R/fa" > "$R/fa.log" 2>&1 ;;
-    fa_validate) timeout 400 python -m gpu.validate_fa --out "$R/fa_validate" --examples ${FA_EXAMPLES:-200} > "$R/fa_validate.log" 2>&1 ;;
-    ncu_fa) timeout 200 python -m gpu.ncu_fa --out "$R/ncu_fa" --timeout 190 > "$R/ncu_fa.log" 2>&1 ;;
+    validate) timeout 300 python -m flashsim.gpu.validate --out "$R/validate" --install > "$R/validate.log" 2>&1 ;;
+    fa)     timeout 60 python -m flashsim.gpu.record_fa_golden --out "$R/fa" > "$R/fa.log" 2>&1 ;;
+    fa_validate) timeout 400 python -m flashsim.gpu.validate_fa --out "$R/fa_validate" --examples ${FA_EXAMPLES:-200} > "$R/fa_validate.log" 2>&1 ;;
+    ncu_fa) timeout 200 python -m flashsim.gpu.ncu_fa --out "$R/ncu_fa" --timeout 190 > "$R/ncu_fa.log" 2>&1 ;;
     bench_fa) timeout 200 python benchmarks/bench_fa_gpu.py --json "$R/bench_fa.json" > "$R/bench_fa.log" 2>&1 ;;
-    traces) (timeout 200 python -m gpu.record_traces --out "$R/warp" && timeout 200 python -m pytest --gpu -q \
+    traces) (timeout 200 python -m flashsim.gpu.record_traces --out "$R/warp" && timeout 200 python -m pytest --gpu -q \
               -p no:cacheprovider tests/test_trace.py --deselect tests/test_trace.py::test_golden_traces_cover_every_kernel) \
               > "$R/traces.log" 2>&1 ;;
     bench_trace) timeout 200 python benchmarks/bench_trace_gpu.py --json "$R/bench_trace.json" > "$R/bench_trace.log" 2>&1 ;;
-    sfu)    timeout 150 python -m gpu.validate_sfu --out "$R/sfu" "$@" > "$R/sfu.log" 2>&1 ;;
-    banks)  timeout 200 python -m gpu.check_banks --out "$R/banks" --timeout 190 > "$R/banks.log" 2>&1 ;;
-    races)  timeout 120 python -m gpu.check_races --out "$R/races" --timeout 30 > "$R/races.log" 2>&1 ;;
+    sfu)    timeout 150 python -m flashsim.gpu.validate_sfu --out "$R/sfu" "$@" > "$R/sfu.log" 2>&1 ;;
+    banks)  timeout 200 python -m flashsim.gpu.check_banks --out "$R/banks" --timeout 190 > "$R/banks.log" 2>&1 ;;
+    races)  timeout 120 python -m flashsim.gpu.check_races --out "$R/races" --timeout 30 > "$R/races.log" 2>&1 ;;
     sass_env) python - > "$R/sass_env.log" 2>&1 <<'PY'
 from flashsim.sass import toolchain
 print("nvdisasm", toolchain.nvdisasm_path(), "cache", toolchain.cache_dir())
@@ -42,14 +42,14 @@ except Exception as exc:
     print("no usable NVRTC here:", exc)
 PY
     ;;
-    sass_validate) timeout 420 python -m gpu.validate_sass --out "$R/sass_validate" --examples ${SASS_EXAMPLES:-200} \
+    sass_validate) timeout 420 python -m flashsim.gpu.validate_sass --out "$R/sass_validate" --examples ${SASS_EXAMPLES:-200} \
                      --workers ${SASS_WORKERS:-14} > "$R/sass_validate.log" 2>&1 ;;
-    sass_probes) timeout 300 python -m gpu.sass_probes --out "$R/sass_probes" > "$R/sass_probes.log" 2>&1 ;;
-    sass_attn) timeout 300 python -m gpu.attn_extra --out "$R/sass_attn" > "$R/sass_attn.log" 2>&1 ;;
+    sass_probes) timeout 300 python -m flashsim.gpu.sass_probes --out "$R/sass_probes" > "$R/sass_probes.log" 2>&1 ;;
+    sass_attn) timeout 300 python -m flashsim.gpu.attn_extra --out "$R/sass_attn" > "$R/sass_attn.log" 2>&1 ;;
     sass_pytest) timeout 400 python -m pytest --gpu -q -p no:cacheprovider -rs -n ${SASS_PYTEST_WORKERS:-8} \
                    ${SASS_PYTEST_FILES:-tests/test_cuda_interp.py tests/test_sass_*.py} > "$R/sass_pytest.log" 2>&1 ;;
-    ncu_source) timeout 500 python -m gpu.ncu_source --out "$R/ncu_source" --timeout 480 > "$R/ncu_source.log" 2>&1 ;;
-    diagnostics) timeout 400 python -m gpu.check_diagnostics --out "$R/diagnostics" --timeout 60 > "$R/diagnostics.log" 2>&1 ;;
+    ncu_source) timeout 500 python -m flashsim.gpu.ncu_source --out "$R/ncu_source" --timeout 480 > "$R/ncu_source.log" 2>&1 ;;
+    diagnostics) timeout 400 python -m flashsim.gpu.check_diagnostics --out "$R/diagnostics" --timeout 60 > "$R/diagnostics.log" 2>&1 ;;
     golden_user) timeout 200 python -m pytest --gpu --update-golden -q -p no:cacheprovider -m "not gpu" tests/test_testing_helper.py tests/test_checking_planted.py \
                    > "$R/golden_user.log" 2>&1; mkdir -p "$R/golden" && cp -r traces/golden/. "$R/golden/" ;;
     pytest) timeout 240 python -m pytest --gpu -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} tests > "$R/pytest.log" 2>&1 ;;

@@ -18,7 +18,7 @@ from flashsim.kernels import fa_v5, kernel1 as kernel1_twin
 from flashsim.attention import check_args
 from flashsim.errors import bad_argument
 from flashsim.kernels import check_supported
-from gpu import runtime
+from flashsim.gpu import runtime
 
 __all__ = ["FA_KERNELS", "FaKernel", "Prepared", "fa_smem_bytes", "prepare", "run_fa", "run_kernel"]
 

@@ -1,9 +1,9 @@
 """Shared-memory counters of the FlashAttention kernels from Nsight Compute, per launch, for the
 simulator's per-tag bank report to be compared with (totals per kernel and op class).
 
-    python -m gpu.ncu_fa --out DIR [--ncu PATH] [--timeout S]
+    python -m flashsim.gpu.ncu_fa --out DIR [--ncu PATH] [--timeout S]
 
-Runs ``ncu --clock-control none --csv`` over ``python -m gpu.ncu_fa --launch``, which launches each kernel
+Runs ``ncu --clock-control none --csv`` over ``python -m flashsim.gpu.ncu_fa --launch``, which launches each kernel
 once on the problems of LAUNCHES (fixed shapes; bank counts depend on addresses only), with the
 instruction-level shared-memory wavefront/conflict counters that gpu.check_banks validated and the
 executed shared-memory instruction counts. Writes DIR/ncu_fa.json (per launch: kernel, problem, metrics)
@@ -43,7 +43,7 @@ def problem(spec):
 
 
 def launch_all():
-    from gpu.fa_kernels import run_kernel
+    from flashsim.gpu.fa_kernels import run_kernel
 
     for spec in LAUNCHES:
         q, k, v = problem(spec)
@@ -51,7 +51,7 @@ def launch_all():
 
 
 def main(argv=None) -> int:
-    from gpu.check_banks import (CheckError, _run, choose_metrics, parse_ncu_csv, query_metrics,
+    from flashsim.gpu.check_banks import (CheckError, _run, choose_metrics, parse_ncu_csv, query_metrics,
                                  results_by_launch)
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
         names += sorted(m for m in available if m.startswith("smsp__sass_inst_executed_op_")
                         and any(t in m for t in ("shared", "ldsm", "ldgsts")))
         cmd = [ncu, "--clock-control", "none", "--csv", "--kernel-name", "regex:^(fa_v|kernel1_|fa2_)",
-               "--metrics", ",".join(f"{n}.sum" for n in names), sys.executable, "-m", "gpu.ncu_fa", "--launch"]
+               "--metrics", ",".join(f"{n}.sum" for n in names), sys.executable, "-m", "flashsim.gpu.ncu_fa", "--launch"]
         proc = _run(cmd, a.timeout)
     except CheckError as exc:
         print(f"ncu_fa: {exc}")

@@ -1,6 +1,6 @@
 """Nsight Compute's per-instruction source counters against the interpreter's per-PC counters.
 
-    python -m gpu.ncu_source --out DIR [--ncu PATH] [--timeout S] [--dry-run] [--cases NAMES]
+    python -m flashsim.gpu.ncu_source --out DIR [--ncu PATH] [--timeout S] [--dry-run] [--cases NAMES]
                              [--workers N] [--csv-dir DIR2] [--list]
 
 For every case of CASES (the four FlashAttention kernels v5, v6, kernel1, fa2 -- fa2 also causal bf16 with
@@ -33,7 +33,7 @@ agrees, 1 on any difference, 2 when ncu could not measure (not found, no permiss
 ``--dry-run`` runs (b) only (no GPU); ``--csv-dir`` compares against the CSVs (or .csv.gz) of an earlier run
 (DIR2/raw/CASE.csv) instead of running ncu. On the GPU machine::
 
-    python -m gpu.ncu_source --out out/ncu_source
+    python -m flashsim.gpu.ncu_source --out out/ncu_source
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gpu.runtime import CheckError
+from flashsim.gpu.runtime import CheckError
 
 __all__ = ["CASES", "Case", "NcuSourceError", "SourceRow", "SourceTable", "compare_case", "interpret_case",
            "main", "parse_source_csv", "probe_lines"]
@@ -103,7 +103,7 @@ def _qkv(b, sq, sk, h, d, dtype, seed):
 
 
 def _fa_case(name, kernel, b, sq, sk, h, d, dtype, seed, **masks) -> Case:
-    from gpu import fa_kernels
+    from flashsim.gpu import fa_kernels
 
     spec = fa_kernels.FA_KERNELS[kernel]
     sfx = {"float16": "f16", "bfloat16": "bf16"}[dtype]
@@ -119,7 +119,7 @@ def _fa_case(name, kernel, b, sq, sk, h, d, dtype, seed, **masks) -> Case:
 
 
 def _extra_case(name, kernel, seed, **kw) -> Case:
-    from gpu import attn_extra
+    from flashsim.gpu import attn_extra
 
     spec = attn_extra.EXTRA_KERNELS[kernel]
     function = spec.function(kw.get("dtype", "float16"), kw.get("headdim", 64))
@@ -133,7 +133,7 @@ def _extra_case(name, kernel, seed, **kw) -> Case:
 
 def _probe_case(name, function) -> Case:
     def run(backend: str):
-        from gpu import runtime
+        from flashsim.gpu import runtime
 
         gsrc = np.arange(1024, dtype=np.uint32).view(np.uint8)  # cp.async reads gsrc + 16 * lane
         if backend == "interp":
@@ -176,7 +176,7 @@ CASES: dict[str, Case] = _cases()
 def probe_lines(path: Path | None = None) -> dict[int, str]:
     """{source line: probe name} of probe_banks_source.cu: every use of a macro whose first parameter is
     NAME (``LDS_32(ld32_linear, true, lane * 4u);``) names the instruction(s) of its line."""
-    from gpu import runtime
+    from flashsim.gpu import runtime
 
     text = (path or runtime.kernel_path(PROBE_FILE)).read_text(encoding="utf-8")
     macros = set(re.findall(r"^#define\s+(\w+)\(NAME\b", text, re.MULTILINE))
@@ -195,7 +195,7 @@ def probe_lines(path: Path | None = None) -> dict[int, str]:
 
 
 def _program(case: Case):
-    from gpu import runtime
+    from flashsim.gpu import runtime
 
     mod = runtime.interpreted_module(case.file, options=case.options)
     return mod, mod.get_function(case.function)._prog()
@@ -483,7 +483,7 @@ def profile_case(case: Case, ncu: str, raw: Path, timeout: float) -> tuple[Sourc
     rep = raw / case.name
     prof = [ncu, "--clock-control", "none", "--section", "SourceCounters", "--kernel-name",
             f"regex:^{re.escape(case.function)}$", "--launch-count", "1", "-f", "-o", str(rep),
-            sys.executable, "-m", "gpu.ncu_source", "--launch", case.name]
+            sys.executable, "-m", "flashsim.gpu.ncu_source", "--launch", case.name]
     proc = _run(prof, timeout, cwd=REPO)
     log = f"$ {' '.join(prof)}\n(exit {proc.returncode})\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}\n"
     (raw / f"{case.name}.log").write_text(log, encoding="utf-8")
@@ -515,7 +515,7 @@ def profile_case(case: Case, ncu: str, raw: Path, timeout: float) -> tuple[Sourc
 
 def launch_child(name: str) -> None:
     """The profiled process: one launch of the case on the GPU, from the interpreter's cubin."""
-    from gpu import runtime
+    from flashsim.gpu import runtime
 
     case = CASES[name]
     mod = runtime.interpreted_module(case.file, options=case.options)
@@ -841,7 +841,7 @@ def _names(spec: list[str] | None) -> list[str]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gpu.ncu_source", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m flashsim.gpu.ncu_source", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help="output folder (ncu_source.md, ncu_source.json, raw/)")
     ap.add_argument("--ncu", default="ncu", help="the Nsight Compute CLI (default: ncu on PATH)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per ncu command (default 300)")
@@ -868,7 +868,7 @@ def main(argv=None) -> int:
     raw = out / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "command": " ".join(["python -m gpu.ncu_source"] + list(argv if argv is not None else sys.argv[1:])),
+            "command": " ".join(["python -m flashsim.gpu.ncu_source"] + list(argv if argv is not None else sys.argv[1:])),
             "cases": names}
     if a.dry_run:
         interp = interpret_all(names, workers)

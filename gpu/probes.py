@@ -14,7 +14,7 @@ import numpy as np
 
 from flashsim.numerics.cvt import MODELLED_OPS, parse as parse_cvt
 from flashsim.errors import bad_argument
-from gpu import runtime
+from flashsim.gpu import runtime
 
 __all__ = [
     "BLOCK",

@@ -1,6 +1,6 @@
 """Record golden outputs of the FlashAttention kernels on a GPU for the CPU replay tests.
 
-    python -m gpu.record_fa_golden --out DIR     (writes DIR/fa_v5.npz: inputs, outputs, provenance)
+    python -m flashsim.gpu.record_fa_golden --out DIR     (writes DIR/fa_v5.npz: inputs, outputs, provenance)
 
 Small seeded problems in each kernel's domain, plus one with a NaN and large logits; the CPU test
 tests/test_fa_twin.py replays them through the twin bit for bit.
@@ -31,8 +31,8 @@ def problem(batch, sq, sk, heads, d, seed, mag):
 
 
 def main(argv=None):
-    from gpu.fa_kernels import run_fa
-    from gpu.validate import provenance
+    from flashsim.gpu.fa_kernels import run_fa
+    from flashsim.gpu.validate import provenance
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True, type=Path)

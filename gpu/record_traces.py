@@ -4,7 +4,7 @@ Each case is a small problem of one kernel, recorded from the CUDA kernel's trac
 and all their warps. Before a file is written, the twin re-simulates it (``flashsim.trace.session.replay``)
 and the result is printed; CPU tests replay every file bit for bit.
 
-    python -m gpu.record_traces [--out traces/warp] [--force] [--only NAME]
+    python -m flashsim.gpu.record_traces [--out traces/warp] [--force] [--only NAME]
 """
 
 from __future__ import annotations

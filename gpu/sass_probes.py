@@ -14,7 +14,7 @@ for bit on every output element, defined or not (the probes exist to pin down wh
 hardware).
 
 The GPU loads the interpreter's own cubin bytes (sha256 checked), so both run the same SASS.
-``python -m gpu.sass_probes --out DIR`` runs every probe on the GPU and in the interpreter and records
+``python -m flashsim.gpu.sass_probes --out DIR`` runs every probe on the GPU and in the interpreter and records
 golden results (inputs, cubin sha256, GPU outputs, toolchain versions) in ``DIR/probes.npz`` with a JSON
 report of case counts per opcode (``DIR/probes.json``); tests replay ``traces/sass/probes.npz``.
 """
@@ -1564,7 +1564,7 @@ def case_strategy(pr: Probe, max_n: int = 256):
 @functools.lru_cache(maxsize=1)
 def module():
     """gpu/kernels/sass_probes.cu compiled for sm_90 by NVRTC (once per process) as a flashsim.cuda module."""
-    from gpu import runtime
+    from flashsim.gpu import runtime
 
     return runtime.interpreted_module(KERNEL_FILE)
 
@@ -1621,7 +1621,7 @@ def run_interp(case: Case) -> list[np.ndarray]:
 def gpu_module():
     """The interpreter's cubin loaded on the GPU (gpu.runtime.load_cubin: a cupy.RawModule of the file it
     writes, whose sha256 it checks), after checking that the bytes are the interpreter module's."""
-    from gpu import runtime
+    from flashsim.gpu import runtime
 
     mod = module()
     data = bytes(mod.cubin)
@@ -1632,7 +1632,7 @@ def gpu_module():
 
 def _run_gpu(case: Case) -> list[np.ndarray]:
     """Run ``case`` on the GPU with the very cubin the interpreter runs; returns the output arrays."""
-    from gpu import runtime
+    from flashsim.gpu import runtime
 
     cupy = runtime.require_gpu()
     pr = case.probe
@@ -1715,7 +1715,7 @@ def record(out_dir: str | Path, *, cases: int = 4, n: int | None = None, seed: i
     from seeds) and write ``probes.npz`` (inputs, initial outputs, params, GPU outputs) and ``probes.json``
     (provenance, per-probe verdicts, case and element counts per opcode)."""
     from flashsim.sass.toolchain import versions
-    from gpu import runtime
+    from flashsim.gpu import runtime
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -1777,7 +1777,7 @@ def record(out_dir: str | Path, *, cases: int = 4, n: int | None = None, seed: i
 
 
 def _device_info() -> dict:
-    from gpu import runtime
+    from flashsim.gpu import runtime
 
     try:
         return runtime.device_info()
@@ -1809,7 +1809,7 @@ def replay(path: str | Path = TRACE_PATH) -> tuple[bytes, list[tuple[Case, list[
 @contextlib.contextmanager
 def recorded_module(cubin: bytes):
     """Within the block, module() (and so run_interp) is the interpreter on ``cubin``."""
-    from gpu import runtime
+    from flashsim.gpu import runtime
 
     key = (runtime.source_hash(KERNEL_FILE), ())
     saved = runtime._INTERP.pop(key, None)
@@ -1823,7 +1823,7 @@ def recorded_module(cubin: bytes):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gpu.sass_probes", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m flashsim.gpu.sass_probes", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True,
                     help="directory for probes.npz and probes.json (traces/sass for the golden data)")
     ap.add_argument("--cases", type=int, default=4, help="launches per probe (default 4)")
@@ -1833,7 +1833,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     chosen = PROBES if not a.probe else tuple(probe(p) for p in a.probe)
     if run_gpu is _run_gpu:  # (not replaced by a stand-in) fail before any work when there is no GPU
-        from gpu import runtime
+        from flashsim.gpu import runtime
 
         runtime.require_gpu()
     rep = record(a.out, cases=a.cases, n=a.n, seed=a.seed, probes=chosen)

@@ -16,7 +16,7 @@ import numpy as np
 from flashsim.errors import FlashsimError, TraceError, bad_argument, location
 from flashsim.trace import spec
 from flashsim.trace.record import LANES, RegEvent, check_filter
-from gpu import fa_kernels, runtime
+from flashsim.gpu import fa_kernels, runtime
 
 
 class TraceOverflow(FlashsimError, RuntimeError):

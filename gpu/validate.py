@@ -1,6 +1,6 @@
 """Compare the numerics models with the GPU on millions of cases; write a report and golden samples.
 
-    python -m gpu.validate --out DIR [--tiles-per-set 512] [--cvt-random 10000000] [--f32-per-set 1250000]
+    python -m flashsim.gpu.validate --out DIR [--tiles-per-set 512] [--cvt-random 10000000] [--f32-per-set 1250000]
 
 Writes into DIR: ``report.json`` (counts, mismatches per instruction and input set, provenance),
 ``validation.json`` (the records ``flashsim info`` reads), and golden samples
@@ -25,7 +25,7 @@ import numpy as np
 from flashsim import __version__
 from flashsim.numerics import cvt as cvt_mod
 from flashsim.numerics import fp32
-from gpu import cases
+from flashsim.gpu import cases
 
 MMA_VARIANTS = [  # (shape, atype, ctype)
     ("m16n8k16", "f16", "f32"), ("m16n8k16", "bf16", "f32"), ("m16n8k16", "f16", "f16"),
@@ -42,7 +42,7 @@ def source_hashes() -> dict[str, str]:
 
 
 def provenance(seed: int) -> dict:
-    from gpu import runtime
+    from flashsim.gpu import runtime
 
     info = runtime.device_info()
     return {
@@ -81,7 +81,7 @@ def parallel(fn, *arrays, chunk: int = 1 << 20):
 
 def validate_mma(rng, tiles_per_set: int, keep_per_set: int, log) -> tuple[list, dict]:
     from flashsim.numerics import mma as mma_mod
-    from gpu import probes
+    from flashsim.gpu import probes
 
     results, samples = [], {}
     for shape, atype, ctype in MMA_VARIANTS:
@@ -155,7 +155,7 @@ def candidate_models(mma_mod) -> dict:
 
 
 def validate_f32(rng, per_set: int, keep: int, log):
-    from gpu import probes
+    from flashsim.gpu import probes
 
     sets = cases.f32_operands(rng, per_set)
     results, sample = [], {}
@@ -190,7 +190,7 @@ def validate_f32(rng, per_set: int, keep: int, log):
 
 
 def validate_cvt(rng, n_random: int, keep: int, log):
-    from gpu import probes
+    from flashsim.gpu import probes
 
     x = cases.cvt_inputs(rng, n_random)
     y = np.roll(x, 12345)

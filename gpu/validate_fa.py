@@ -1,6 +1,6 @@
 """The FlashAttention kernels on the GPU against their twins, bit for bit, and against float64.
 
-    python -m gpu.validate_fa --out DIR [--examples 200] [--kernels fa2,kernel1,v5,v6] [--seed 0]
+    python -m flashsim.gpu.validate_fa --out DIR [--examples 200] [--kernels fa2,kernel1,v5,v6] [--seed 0]
                               [--install]
 
 For each kernel, ``--examples`` seeded random problems from ``flashsim.kernels.problems`` (shapes, GQA,
@@ -124,8 +124,8 @@ def write_markdown(path: Path, report: dict) -> None:
 
 
 def main(argv=None) -> int:
-    from gpu.fa_kernels import run_kernel
-    from gpu.validate import provenance
+    from flashsim.gpu.fa_kernels import run_kernel
+    from flashsim.gpu.validate import provenance
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, type=Path)
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
         if k not in problems.KERNELS:
             ap.error(f"--kernels: unknown kernel {k!r} (expected {problems.KERNELS})")
     a.out.mkdir(parents=True, exist_ok=True)
-    report = {"command": "python -m gpu.validate_fa " + " ".join(argv if argv is not None else sys.argv[1:]),
+    report = {"command": "python -m flashsim.gpu.validate_fa " + " ".join(argv if argv is not None else sys.argv[1:]),
               "provenance": provenance(a.seed), "results": {}, "summary": {}}
     golden = {}
     n_golden = 0

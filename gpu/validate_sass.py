@@ -1,6 +1,6 @@
 """Whole kernels through the SASS interpreter against the H100, bit for bit.
 
-    python -m gpu.validate_sass --out DIR [--examples 200] [--kernels fa2,kernel1,v5,v6] [--seed 1]
+    python -m flashsim.gpu.validate_sass --out DIR [--examples 200] [--kernels fa2,kernel1,v5,v6] [--seed 1]
                                 [--workers 15] [--install]
 
 For each FlashAttention kernel, ``--examples`` seeded random problems from ``flashsim.kernels.problems``
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from flashsim.kernels import problems
-from gpu.validate_fa import first_diff
+from flashsim.gpu.validate_fa import first_diff
 
 GI, IT = ("gpu", "interp"), ("interp", "twin")
 
@@ -42,7 +42,7 @@ def _bits(x):
 def interpret(params: dict):
     """Worker: the interpreter's and the twin's outputs for one problem (bits), with timings."""
     from flashsim.kernels import run_twin
-    from gpu.fa_kernels import run_kernel
+    from flashsim.gpu.fa_kernels import run_kernel
 
     case = problems.make_case(params)
     t0 = time.perf_counter()
@@ -54,8 +54,8 @@ def interpret(params: dict):
 
 
 def cubin_of(kernel: str) -> bytes:
-    from gpu import runtime
-    from gpu.fa_kernels import FA_KERNELS, build_options
+    from flashsim.gpu import runtime
+    from flashsim.gpu.fa_kernels import FA_KERNELS, build_options
 
     return runtime.interpreted_module(FA_KERNELS[kernel].file, options=build_options(kernel)).cubin
 
@@ -79,9 +79,9 @@ def write_markdown(path: Path, report: dict) -> None:
 
 
 def main(argv=None) -> int:
-    from gpu.fa_kernels import run_kernel
-    from gpu.validate import provenance
-    from gpu.validate_fa import coverage
+    from flashsim.gpu.fa_kernels import run_kernel
+    from flashsim.gpu.validate import provenance
+    from flashsim.gpu.validate_fa import coverage
     from flashsim.sass import toolchain
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     prov = provenance(a.seed)
     prov["toolchain"] = toolchain.versions() if _nvrtc_ok() else {"nvrtc": "cubins from the cache", **_dists()}
-    report = {"command": "python -m gpu.validate_sass " + " ".join(argv if argv is not None else sys.argv[1:]),
+    report = {"command": "python -m flashsim.gpu.validate_sass " + " ".join(argv if argv is not None else sys.argv[1:]),
               "provenance": prov, "results": {}, "summary": {}}
     golden: dict = {}
     ok = True

@@ -1,6 +1,6 @@
 """Record the MUFU tables on a GPU and check the special-function models on every input.
 
-    python -m gpu.validate_sfu --out DIR [--record] [--install] [--ops NAME ...]
+    python -m flashsim.gpu.validate_sfu --out DIR [--record] [--install] [--ops NAME ...]
 
 --record  sweeps the table regions (one binade per MUFU op, the tanh blocks, all 16-bit inputs) and
           writes DIR/sfu_tables.npz (with --install also flashsim/data/sfu_tables.npz);
@@ -47,7 +47,7 @@ def _model_block(args):
 def sweep(name: str, start: int, n: int):
     import cupy as cp
 
-    from gpu.runtime import launch, load_module
+    from flashsim.gpu.runtime import launch, load_module
 
     k = load_module("probe_sfu.cu").get_function(f"sweep_{name}")
     out = cp.empty(n, cp.uint32)
@@ -58,7 +58,7 @@ def sweep(name: str, start: int, n: int):
 def array_op(name: str, *xs):
     import cupy as cp
 
-    from gpu.runtime import launch, load_module
+    from flashsim.gpu.runtime import launch, load_module
 
     k = load_module("probe_sfu.cu").get_function(f"array_{name}")
     ins = [cp.asarray(x) for x in xs]
@@ -141,7 +141,7 @@ def validate_cuda_math(x: np.ndarray, rng, log, out_dir: Path) -> list[dict]:
     import cupy as cp
 
     from flashsim.numerics import cuda_math
-    from gpu.runtime import kernel_path, launch
+    from flashsim.gpu.runtime import kernel_path, launch
 
     src = kernel_path("cuda_math.cu")
     extra = [rng.uniform(-104, -87, 200_000), rng.uniform(-150, -126, 100_000)]
@@ -219,7 +219,7 @@ def main(argv=None) -> int:
         logf.flush()
 
     from flashsim.numerics import sfu
-    from gpu.validate import provenance, records_from_report
+    from flashsim.gpu.validate import provenance, records_from_report
 
     prov = provenance(args.seed)
     log(json.dumps(prov))
@@ -268,7 +268,7 @@ def main(argv=None) -> int:
     b[::3] = (b[::3] & 0x807FFFFF) | (a[::3] & 0x7F800000)  # similar exponents: quotients near 1
     import cupy as cp
 
-    from gpu.runtime import launch, load_module
+    from flashsim.gpu.runtime import launch, load_module
 
     k = load_module("probe_sfu.cu").get_function("array_div_rn_f32")
     out = cp.empty(a.size, cp.uint32)

@@ -12,7 +12,7 @@ import numpy as np
 
 from flashsim.errors import bad_argument
 from flashsim.warp.shfl import MODES
-from gpu import runtime
+from flashsim.gpu import runtime
 
 __all__ = ["CP_ASYNC_KERNELS", "PROBE_SMEM", "ldmatrix_kernel_name", "run_cp_async", "run_ldmatrix", "run_movmatrix",
            "run_shfl", "run_stmatrix", "stmatrix_kernel_name"]

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from flashsim.errors import ArgumentError
 from flashsim.smem import PAIR_BROADCAST, PHASES, SharedMemory, bank_table, wavefronts
 from flashsim.warp import cp_async, ld_shared, ldmatrix, st_shared
-from gpu import check_banks
+from flashsim.gpu import check_banks
 
 LANE = np.arange(32)
 

@@ -18,7 +18,7 @@ import pytest
 
 import flashsim.cuda as fc
 from flashsim.errors import SimulatedFault
-from gpu import check_diagnostics as cd
+from flashsim.gpu import check_diagnostics as cd
 
 RACES = [c for c in cd.CASES if c.tool == "racecheck" and c.expected]
 CONTROLS = [c for c in cd.CASES if c.tool == "racecheck" and not c.expected]

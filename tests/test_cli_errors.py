@@ -80,14 +80,14 @@ def test_ctrl_c_prints_interrupted_and_exits_130(monkeypatch, capsys):
 
 def test_every_error_class_is_a_flashsim_error():
     from flashsim.errors import FlashsimError
-    from gpu import runtime, trace_gpu
+    from flashsim.gpu import runtime, trace_gpu
 
     assert issubclass(trace_gpu.TraceOverflow, FlashsimError)
     assert issubclass(runtime.CheckError, FlashsimError)
-    import gpu.check_banks
-    import gpu.check_races
+    import flashsim.gpu.check_banks
+    import flashsim.gpu.check_races
 
-    assert gpu.check_banks.CheckError is gpu.check_races.CheckError is runtime.CheckError
+    assert flashsim.gpu.check_banks.CheckError is flashsim.gpu.check_races.CheckError is runtime.CheckError
 
 
 def test_verify_finds_the_golden_data_from_any_directory(tmp_path, monkeypatch):
@@ -108,12 +108,12 @@ def test_check_refuses_no_kernel_and_fails_when_none_ran(capsys):
 
 
 def test_check_gpu_fails_before_simulating_without_a_gpu(monkeypatch, capsys):
-    import gpu.runtime
+    import flashsim.gpu.runtime
 
     def no_gpu():
-        raise gpu.runtime.GpuUnavailable("no CUDA device (test)")
+        raise flashsim.gpu.runtime.GpuUnavailable("no CUDA device (test)")
 
-    monkeypatch.setattr(gpu.runtime, "require_gpu", no_gpu)
+    monkeypatch.setattr(flashsim.gpu.runtime, "require_gpu", no_gpu)
     import flashsim.check as check
 
     monkeypatch.setattr(check, "np", None)  # any simulation would fail on this: the GPU check must come first

@@ -107,12 +107,12 @@ def test_check_and_trace_record_share_the_problem_defaults():
 
 
 def test_trace_record_takes_the_simulator_without_a_gpu_and_says_why(tmp_path, monkeypatch, capsys):
-    import gpu.runtime
+    import flashsim.gpu.runtime
 
     def no_gpu():
-        raise gpu.runtime.GpuUnavailable("no CUDA device (test)")
+        raise flashsim.gpu.runtime.GpuUnavailable("no CUDA device (test)")
 
-    monkeypatch.setattr(gpu.runtime, "require_gpu", no_gpu)
+    monkeypatch.setattr(flashsim.gpu.runtime, "require_gpu", no_gpu)
     out = tmp_path / "v5.fstrace"
     assert main(["trace", "record", "--kernel", "v5", "--seqlen", "64", "--seqlen-k", "16", "--headdim", "16",
                  "-o", str(out)]) == 0
@@ -124,10 +124,10 @@ def test_trace_record_takes_the_simulator_without_a_gpu_and_says_why(tmp_path, m
 
 
 def test_trace_record_takes_the_gpu_when_there_is_one(monkeypatch):
-    import gpu.runtime
+    import flashsim.gpu.runtime
     from flashsim.trace.cli import resolve_backend
 
-    monkeypatch.setattr(gpu.runtime, "require_gpu", lambda: object())
+    monkeypatch.setattr(flashsim.gpu.runtime, "require_gpu", lambda: object())
     assert resolve_backend("auto")[0] == "gpu"
     assert resolve_backend("sim") == ("sim", "--backend sim")
 

@@ -362,16 +362,16 @@ def test_ctrl_c_stops_the_launch(monkeypatch, capsys):
 
 
 def test_gpu_without_cupy_fails_before_simulating(monkeypatch, capsys):
-    import gpu.runtime
+    import flashsim.gpu.runtime
     import flashsim.run as fr
 
     def no_gpu():
-        raise gpu.runtime.GpuUnavailable("no CUDA device (test)")
+        raise flashsim.gpu.runtime.GpuUnavailable("no CUDA device (test)")
 
     def no_simulation(args):
         raise AssertionError("simulated before checking the GPU")
 
-    monkeypatch.setattr(gpu.runtime, "require_gpu", no_gpu)
+    monkeypatch.setattr(flashsim.gpu.runtime, "require_gpu", no_gpu)
     monkeypatch.setattr(fr, "_load_module", no_simulation)
     rc, out, err = run(capsys, "run", EXAMPLE, *ARGS, "--gpu")
     assert rc == 2 and not out and err.strip() == "flashsim: error: no CUDA device (test)"
@@ -398,7 +398,7 @@ def test_compare_bits_names_the_first_differing_element():
 def test_gpu_comparison_plumbing_with_a_stand_in_device(flip, monkeypatch, tmp_path, capsys):
     """The GPU path (bit-pattern transfers, scalars by width, the comparison) against a stand-in for cupy that
     runs the cubin in the interpreter; ``flip`` changes one output bit as a differing GPU would."""
-    import gpu.runtime
+    import flashsim.gpu.runtime
     import flashsim.cuda as fc
 
     class FakeCupy:
@@ -427,9 +427,9 @@ def test_gpu_comparison_plumbing_with_a_stand_in_device(flip, monkeypatch, tmp_p
         if flip:
             args[1].reshape(-1)[5] ^= 1
 
-    monkeypatch.setattr(gpu.runtime, "require_gpu", lambda: FakeCupy)
-    monkeypatch.setattr(gpu.runtime, "load_cubin", FakeModule)
-    monkeypatch.setattr(gpu.runtime, "launch", fake_launch)
+    monkeypatch.setattr(flashsim.gpu.runtime, "require_gpu", lambda: FakeCupy)
+    monkeypatch.setattr(flashsim.gpu.runtime, "load_cubin", FakeModule)
+    monkeypatch.setattr(flashsim.gpu.runtime, "launch", fake_launch)
     rc, out, _ = run(capsys, "run", EXAMPLE, *ARGS, "--gpu", "--no-races", "--save-outputs", tmp_path)
     assert "GPU (stand-in): the same cubin, the same inputs" in out
     assert "in: 4096 elements bit-identical" in out

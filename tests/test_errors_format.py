@@ -70,7 +70,7 @@ def test_converted_messages():
 
     with pytest.raises(UndefinedResult, match=r"^shfl\.sync\.idx: cta=0 warp=0 lane=16 executes it"):
         shfl_sync("idx", np.arange(32, dtype=np.uint32), 0, 0x1F, 0xFFFF)
-    from gpu.trace_gpu import decode
+    from flashsim.gpu.trace_gpu import decode
 
     words = np.zeros(8, np.uint32)
     words[0] = 100  # more words used than the buffer holds
@@ -101,20 +101,20 @@ def test_every_error_class_is_a_flashsim_error():
     outside = {k for k, c in classes.items() if not issubclass(c, FlashsimError)}
     assert outside <= NOT_ERRORS | NOT_YET_IN_TREE, sorted(outside - NOT_ERRORS - NOT_YET_IN_TREE)
     # the ones named in the trace, GPU-runtime and hardware-check modules, by their MROs
-    from gpu import ncu_source, runtime, trace_gpu
+    from flashsim.gpu import ncu_source, runtime, trace_gpu
 
     for cls in (trace_gpu.TraceOverflow, runtime.CheckError, ncu_source.NcuSourceError, runtime.GpuUnavailable,
                 runtime.CompileError, runtime.LaunchError):
         assert FlashsimError in cls.__mro__, cls
     assert runtime.CheckError in ncu_source.NcuSourceError.__mro__
     assert RuntimeError in trace_gpu.TraceOverflow.__mro__  # still caught as before
-    for mod in ("gpu.check_banks", "gpu.check_races"):
+    for mod in ("flashsim.gpu.check_banks", "flashsim.gpu.check_races"):
         assert importlib.import_module(mod).CheckError is runtime.CheckError
     assert len(classes) >= 20
 
 
 def test_check_banks_pattern_errors_are_argument_errors():
-    from gpu import check_banks
+    from flashsim.gpu import check_banks
 
     ok = tuple(range(0, 128, 4))
     check_banks.Pattern("ok", "bank_ld32", ok)

@@ -1,5 +1,5 @@
 """The bank counters of the FA kernels' own cubins run in the SASS interpreter (``flashsim.cuda.checking``)
-against Nsight Compute on the same launches (traces/banks/fa/ncu_fa.json, recorded by python -m gpu.ncu_fa
+against Nsight Compute on the same launches (traces/banks/fa/ncu_fa.json, recorded by python -m flashsim.gpu.ncu_fa
 on the H100): per op class, the executed warp instructions, the wavefronts and the bank conflicts must
 be equal.
 
@@ -17,7 +17,7 @@ pattern, which is no bank conflict: a 64/128-bit access by a few lanes in differ
 STS.64 of the {m, l} records by lanes 0 and 16: 2 wavefronts for 16 bytes, ideal 1, hardware conflicts 0).
 
 Per instruction, the interpreter's counters are compared with Nsight Compute's source counters by
-python -m gpu.ncu_source (traces/sass/).
+python -m flashsim.gpu.ncu_source (traces/sass/).
 """
 
 import functools

@@ -1,5 +1,5 @@
 """Replay of traces/fa/golden_fa.npz: every kernel's out (and LSE) recorded on the GPU by
-``python -m gpu.validate_fa --install``, reproduced by its twin bit for bit on the CPU."""
+``python -m flashsim.gpu.validate_fa --install``, reproduced by its twin bit for bit on the CPU."""
 
 import json
 from pathlib import Path
@@ -23,7 +23,7 @@ def _cases():
 @pytest.fixture(scope="module")
 def golden():
     if not GOLDEN.is_file():
-        pytest.fail(f"{GOLDEN} is missing: record it with python -m gpu.validate_fa --install on a GPU")
+        pytest.fail(f"{GOLDEN} is missing: record it with python -m flashsim.gpu.validate_fa --install on a GPU")
     with np.load(GOLDEN) as z:
         return {k: z[k] for k in z.files}
 

@@ -21,8 +21,8 @@ EXAMPLES = int(os.environ.get("FLASHSIM_FA_EXAMPLES", "25"))
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_twin_is_bit_identical_to_the_gpu(kernel, data):
-    from gpu.fa_kernels import run_kernel
-    from gpu.validate_fa import check_case
+    from flashsim.gpu.fa_kernels import run_kernel
+    from flashsim.gpu.validate_fa import check_case
 
     res, _ = check_case(data.draw(fa_cases(kernel)), run_kernel)
     assert res["out_diff"] is None, f"{res['case']}: out differs {res['out_diff']}"

@@ -14,8 +14,8 @@ from fa_problems import random_problem
 
 from flashsim.attention import attention_lowp, attention_reference, check_args, passes_flash_attn_rule
 from flashsim.errors import ArgumentError
-from gpu import fa_kernels
-from gpu.fa_kernels import FA_KERNELS, fa_smem_bytes, run_fa, run_kernel
+from flashsim.gpu import fa_kernels
+from flashsim.gpu.fa_kernels import FA_KERNELS, fa_smem_bytes, run_fa, run_kernel
 
 gpu = pytest.mark.gpu
 

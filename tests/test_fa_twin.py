@@ -31,7 +31,7 @@ def test_twin_preconditions():
 @pytest.mark.gpu
 @pytest.mark.parametrize("seed", range(24))
 def test_twin_is_bit_exact_against_the_gpu(seed):
-    from gpu.fa_kernels import run_fa
+    from flashsim.gpu.fa_kernels import run_fa
 
     q, k, v = random_problem(seed)
     twin = fa_v5.run(q, k, v).view(np.uint16)
@@ -43,7 +43,7 @@ def test_twin_is_bit_exact_against_the_gpu(seed):
 
 @pytest.mark.gpu
 def test_twin_is_bit_exact_with_nan_and_large_logits():
-    from gpu.fa_kernels import run_fa
+    from flashsim.gpu.fa_kernels import run_fa
 
     rng = np.random.default_rng(11)
     q = (rng.standard_normal((1, 128, 2, 32)) * 8).astype(np.float16)

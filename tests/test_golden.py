@@ -72,6 +72,6 @@ def test_update_golden(run_options, tmp_path):
     """`pytest --gpu --update-golden` re-runs the full validation and rewrites traces/numerics."""
     if not run_options.update_golden:
         pytest.skip("rewrites traces/numerics only under --update-golden")
-    from gpu import validate
+    from flashsim.gpu import validate
 
     assert validate.main(["--out", str(tmp_path), "--install"]) == 0

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from flashsim.errors import ArgumentError
-from gpu import probes, runtime
-from gpu.runtime import CompileError, LaunchError
+from flashsim.gpu import probes, runtime
+from flashsim.gpu.runtime import CompileError, LaunchError
 
 gpu = pytest.mark.gpu
 DATA = Path(__file__).resolve().parent / "data"

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from flashsim.errors import ArgumentError, FlashsimError
-from gpu import fa_kernels, probes, runtime
-from gpu.runtime import CompileError, GpuUnavailable
+from flashsim.gpu import fa_kernels, probes, runtime
+from flashsim.gpu.runtime import CompileError, GpuUnavailable
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
@@ -261,7 +261,7 @@ def _imports_after(statement: str) -> set[str]:
     return {m for m in out.stdout.strip().split(",") if m}
 
 
-@pytest.mark.parametrize("statement", ["import flashsim.pytest_plugin", "import gpu.runtime", "import gpu.probes"])
+@pytest.mark.parametrize("statement", ["import flashsim.pytest_plugin", "import flashsim.gpu.runtime", "import flashsim.gpu.probes"])
 def test_import_does_not_import_cupy_or_numba(statement):
     assert _imports_after(statement) == set()
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gpu import ncu_source as ns
-from gpu.ncu_source import NcuSourceError, compare_case, parse_source_csv, table_for
+from flashsim.gpu import ncu_source as ns
+from flashsim.gpu.ncu_source import NcuSourceError, compare_case, parse_source_csv, table_for
 
 # the columns ncu 2025.3.1 prints on the source page (SASS view), cut after the first L2 column
 COLUMNS = ["Address", "Source", "Warp Stall Sampling (All Samples)", "Warp Stall Sampling (Not-issued Samples)",

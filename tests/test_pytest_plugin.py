@@ -22,7 +22,7 @@ def test_on_cpu():
 
 # A conftest that replaces device_info with a fake GPU, so --gpu can be exercised without one.
 FAKE_GPU_CONFTEST = """
-import gpu.runtime
+import flashsim.gpu.runtime
 
 def fake_device_info(device=None):
     return {
@@ -31,7 +31,7 @@ def fake_device_info(device=None):
         "nvrtc_version": "13.0", "cupy_version": "14.2.0",
     }
 
-gpu.runtime.device_info = fake_device_info
+flashsim.gpu.runtime.device_info = fake_device_info
 """
 
 
@@ -67,10 +67,10 @@ def test_gpu_flag_without_cupy_fails_the_session_loudly(pytester, run):
 
 def test_gpu_flag_without_a_device_fails_the_session_loudly(pytester, run):
     pytester.makeconftest(
-        "import gpu.runtime\n"
+        "import flashsim.gpu.runtime\n"
         "def no_device(device=None):\n"
-        "    raise gpu.runtime.GpuUnavailable('no usable CUDA device (CUDARuntimeError: cudaErrorNoDevice)')\n"
-        "gpu.runtime.device_info = no_device\n"
+        "    raise flashsim.gpu.runtime.GpuUnavailable('no usable CUDA device (CUDARuntimeError: cudaErrorNoDevice)')\n"
+        "flashsim.gpu.runtime.device_info = no_device\n"
     )
     pytester.makepyfile(test_x=GPU_TEST)
     result = run("--gpu")

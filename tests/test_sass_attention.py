@@ -19,8 +19,8 @@ import pytest
 import flashsim.cuda as fc
 from flashsim.attention import passes_flash_attn_rule
 from flashsim.errors import ArgumentError
-from gpu import attn_extra
-from gpu.attn_extra import EXTRA_KERNELS, make_problem, random_problem, reference
+from flashsim.gpu import attn_extra
+from flashsim.gpu.attn_extra import EXTRA_KERNELS, make_problem, random_problem, reference
 
 gpu = pytest.mark.gpu
 
@@ -219,7 +219,7 @@ def _golden_keys():
     import os
 
     if not os.path.exists(GOLDEN):
-        return [pytest.param(None, marks=pytest.mark.skip(reason="no golden data yet: python -m gpu.attn_extra "
+        return [pytest.param(None, marks=pytest.mark.skip(reason="no golden data yet: python -m flashsim.gpu.attn_extra "
                                                                     "--install on a GPU machine"))]
     with np.load(GOLDEN) as z:
         return sorted({k.rsplit("/", 1)[0] for k in z.files if k.endswith("/seed")})
@@ -234,7 +234,7 @@ def test_interpreter_replays_the_h100(key):
         sha = str(z[f"{key}/cubin_sha256"])
         want_out, want_lse = z[f"{key}/out"], z[f"{key}/lse"]
         recorded = z[f"cubin/{sha}"].tobytes()
-    from gpu import runtime
+    from flashsim.gpu import runtime
 
     spec = EXTRA_KERNELS[kernel]
     key_ = (runtime.source_hash(spec.file), tuple(spec.options))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from flashsim.kernels import problems, run_twin
-from gpu.fa_kernels import run_kernel
+from flashsim.gpu.fa_kernels import run_kernel
 
 CASES = [
     dict(kernel="v5", seqlen_q=64, seqlen_k=48, headdim=32, kind="normal"),

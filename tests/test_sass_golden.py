@@ -1,6 +1,6 @@
 """Replay of H100 results through the SASS interpreter, bit for bit (no GPU needed).
 
-traces/sass/sass_golden.npz (written by ``python -m gpu.validate_sass --install`` on an H100) holds small
+traces/sass/sass_golden.npz (written by ``python -m flashsim.gpu.validate_sass --install`` on an H100) holds small
 FlashAttention problems: their parameters, the cubins the GPU ran and the GPU's outputs. Each problem is
 run by the interpreter twice: on the recorded cubin (the interpreter == the GPU on the very same code),
 and on today's build of gpu/kernels (so a change to a kernel that changes its results fails here).
@@ -17,7 +17,7 @@ import pytest
 from flashsim.kernels import problems
 
 GOLDEN = Path(__file__).resolve().parents[1] / "traces" / "sass" / "sass_golden.npz"
-pytestmark = pytest.mark.skipif(not GOLDEN.exists(), reason="no golden data yet: run python -m gpu.validate_sass "
+pytestmark = pytest.mark.skipif(not GOLDEN.exists(), reason="no golden data yet: run python -m flashsim.gpu.validate_sass "
                                                             "--install on a GPU machine")
 
 
@@ -40,8 +40,8 @@ def golden():
 
 
 def _run(kernel, case, cubin=None):
-    from gpu import runtime
-    from gpu.fa_kernels import FA_KERNELS, build_options, run_kernel
+    from flashsim.gpu import runtime
+    from flashsim.gpu.fa_kernels import FA_KERNELS, build_options, run_kernel
 
     spec = FA_KERNELS[kernel]
     opts = build_options(kernel)

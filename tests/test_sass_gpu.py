@@ -19,7 +19,7 @@ def _both(src: str, name: str, grid, block, make_args, shared_mem: int = 0, name
     (interpreter outputs, GPU outputs) as lists of numpy arrays (the device arrays after the launch)."""
     import cupy
 
-    from gpu import runtime
+    from flashsim.gpu import runtime
 
     mod = fc.RawModule(code=src, name_expressions=name_expressions)
     host = make_args()
@@ -104,7 +104,7 @@ def test_template_kernel_on_gpu():
 @pytest.mark.parametrize("kernel", ["v5", "v6", "kernel1", "fa2"])
 def test_fa_kernels_interpreter_equals_gpu_on_the_same_cubin(kernel):
     from flashsim.kernels import problems
-    from gpu.fa_kernels import run_kernel
+    from flashsim.gpu.fa_kernels import run_kernel
 
     rng = np.random.default_rng(11)
     for _ in range(4):

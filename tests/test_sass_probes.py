@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpu import sass_probes as sp
+from flashsim.gpu import sass_probes as sp
 
 gpu = pytest.mark.gpu
 RUNNABLE = [p for p in sp.PROBES if not p.pending]
@@ -164,7 +164,7 @@ def test_recorder_writes_what_replay_reads(tmp_path, monkeypatch):
 def test_recorded_gpu_results_replay_in_the_interpreter():
     if not sp.TRACE_PATH.exists():
         pytest.skip(f"{sp.TRACE_PATH.relative_to(sp.TRACE_PATH.parents[2])} is not recorded yet: run "
-                    "`python -m gpu.sass_probes --out traces/sass` on a GPU")
+                    "`python -m flashsim.gpu.sass_probes --out traces/sass` on a GPU")
     cubin, cases = sp.replay(sp.TRACE_PATH)
     assert cases
     failures = []

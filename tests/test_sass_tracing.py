@@ -415,7 +415,7 @@ def test_fa2_shared_memory_records_add_up_to_the_bank_report(tmp_path):
     the events' highest wavefront + 1 summed equal the wavefronts checking counts, and so do the executions."""
     from flashsim.kernels import problems
     from flashsim.trace import session
-    from gpu import fa_kernels
+    from flashsim.gpu import fa_kernels
 
     case = problems.make_case(session.make_params("fa2", seed=1, seqlen_q=128, seqlen_k=100, headdim=64))
     prep = fa_kernels.prepare("fa2", case.q, case.k, case.v, backend="interp", **case.kwargs)

@@ -8,7 +8,7 @@ import pytest
 
 from flashsim.smem import RaceError, SharedMemory
 from flashsim.warp import cp_async, cp_async_commit_group, cp_async_wait_group, ld_shared, ldmatrix, st_shared, stmatrix, syncthreads, syncwarp
-from gpu import check_races
+from flashsim.gpu import check_races
 
 LANE = np.arange(32)
 

@@ -208,7 +208,7 @@ def test_gpu_buffer_size_follows_the_program():
 
 
 # --------------------------------------------------------------------------------------------------
-# golden traces recorded on the H100 (python -m gpu.record_traces / pytest --gpu --update-traces)
+# golden traces recorded on the H100 (python -m flashsim.gpu.record_traces / pytest --gpu --update-traces)
 # --------------------------------------------------------------------------------------------------
 
 def _golden():
@@ -216,10 +216,10 @@ def _golden():
 
 
 def test_golden_traces_cover_every_kernel():
-    from gpu.record_traces import CASES
+    from flashsim.gpu.record_traces import CASES
 
     names = {p.stem for p in _golden()}
-    assert names == set(CASES), "record them with python -m gpu.record_traces on a GPU"
+    assert names == set(CASES), "record them with python -m flashsim.gpu.record_traces on a GPU"
     kernels = {session.load(p).meta["kernel"] for p in _golden()}
     assert kernels == set(spec.KERNELS)
 
@@ -279,7 +279,7 @@ def test_cli_record_show_diff_replay_html(tmp_path, capsys):
 @pytest.mark.gpu
 @pytest.mark.parametrize("kernel", sorted(SMALL))
 def test_gpu_trace_diffs_clean_against_the_twin(kernel, runs):
-    from gpu import fa_kernels
+    from flashsim.gpu import fa_kernels
 
     case = make_case(session.make_params(**SMALL[kernel]))
     g = session.run_case(case, backend="gpu", ctas=runs[kernel].meta["ctas"])
@@ -310,7 +310,7 @@ def test_gpu_trace_of_random_problems_diffs_clean(data):
 
 @pytest.mark.gpu
 def test_gpu_trace_overflow_is_an_error():
-    from gpu import trace_gpu
+    from flashsim.gpu import trace_gpu
 
     case = make_case(session.make_params(**SMALL["kernel1"]))
     with pytest.raises(trace_gpu.TraceOverflow, match="cta=0 warp=0 dropped"):
@@ -322,7 +322,7 @@ def test_update_traces(run_options, tmp_path):
     """`pytest --gpu --update-traces` re-records traces/warp (each file replayed by the twin first)."""
     if not run_options.update_traces:
         pytest.skip("re-records traces/warp only under --update-traces")
-    from gpu import record_traces
+    from flashsim.gpu import record_traces
 
     assert record_traces.main(["--force"]) == 0
 
@@ -338,8 +338,8 @@ def _encode(events, cap):
 
 
 def test_gpu_buffer_decoding(runs):
-    pytest.importorskip("gpu.trace_gpu")
-    from gpu.trace_gpu import decode
+    pytest.importorskip("flashsim.gpu.trace_gpu")
+    from flashsim.gpu.trace_gpu import decode
 
     run = runs["fa2"]
     evs = sorted((e for e in run.events if e.cta == 1 and e.warp == 2), key=lambda e: e.seq)
@@ -396,9 +396,9 @@ def test_bad_filters_and_parameters_are_named(capsys):
 
 
 def test_gpu_trace_arguments_are_checked_before_the_gpu():
-    pytest.importorskip("gpu.trace_gpu")
+    pytest.importorskip("flashsim.gpu.trace_gpu")
     from flashsim import ArgumentError
-    from gpu import trace_gpu
+    from flashsim.gpu import trace_gpu
 
     case = make_case(session.make_params(**SMALL["kernel1"]))       # 2 CTAs
     for kw, name in ((dict(ctas=[2]), "ctas=2"), (dict(ctas=[-1]), "ctas=-1"), (dict(warps=[4]), "warps=4"),

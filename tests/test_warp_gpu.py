@@ -14,7 +14,7 @@ from flashsim.errors import ArgumentError
 from flashsim.smem import SharedMemory
 from flashsim.swizzle import seed_swizzle
 from flashsim.warp import (cp_async, cp_async_wait_all, ldmatrix, movmatrix, shfl_sync, stmatrix)
-from gpu import check_banks, check_races, runtime, warp_probes as wp
+from flashsim.gpu import check_banks, check_races, runtime, warp_probes as wp
 
 gpu = pytest.mark.gpu
 LANE = np.arange(32)

@@ -2,7 +2,7 @@
 
 No public bit-exact description of MUFU exists; these models are tables read off the GPU plus the
 structural laws that carry one binade to every input, each law checked on all 2^32 inputs
-(``python -m gpu.validate_sfu``; report in traces/numerics/sfu_report.json):
+(``python -m flashsim.gpu.validate_sfu``; report in traces/numerics/sfu_report.json):
 
 - MUFU.RCP: rcp(+-2^e * 1.m) = +-2^-e * R[m] exactly (R: the 2^23 outputs on [1, 2)); zero and
   subnormal inputs give +-Inf, Inf gives +-0, NaN gives 0x7FFFFFFF; results below 2^-126 flush to 0.
@@ -80,7 +80,7 @@ def tables() -> dict:
     try:
         raw = resources.files("flashsim").joinpath(TABLE_FILE).read_bytes()
     except FileNotFoundError:
-        raise TraceError(f"flashsim/{TABLE_FILE} is missing: record it with python -m gpu.validate_sfu --record") from None
+        raise TraceError(f"flashsim/{TABLE_FILE} is missing: record it with python -m flashsim.gpu.validate_sfu --record") from None
     import io
 
     try:

@@ -26,8 +26,8 @@ def _executed(job: tuple) -> tuple[str, set[str]]:
     kind, kernel, spec = job
     if kind == "fa":
         from flashsim.kernels import problems
-        from gpu import runtime
-        from gpu.fa_kernels import FA_KERNELS, build_options, run_kernel
+        from flashsim.gpu import runtime
+        from flashsim.gpu.fa_kernels import FA_KERNELS, build_options, run_kernel
 
         case = problems.make_case(spec)
         mod = runtime.interpreted_module(FA_KERNELS[kernel].file, options=build_options(kernel))
@@ -35,7 +35,7 @@ def _executed(job: tuple) -> tuple[str, set[str]]:
         run_kernel(kernel, case.q, case.k, case.v, backend="interp", **case.kwargs)
         after = {n: mod.get_function(n)._prog().executed_forms() for n in mod.kernels}
     else:
-        from gpu import attn_extra
+        from flashsim.gpu import attn_extra
 
         mod = attn_extra.module(kernel)
         before = {n: mod.get_function(n)._prog().executed_forms() for n in mod.kernels}
@@ -72,7 +72,7 @@ def build(traces: Path, workers: int = 2) -> dict:
                 rec = forms.setdefault(form, {"kernels": {}, "problems": 0, "probe_cases": 0})
                 rec["kernels"][kernel] = rec["kernels"].get(kernel, 0) + 1
                 rec["problems"] += 1
-    probes = traces / "probes.json"  # python -m gpu.sass_probes: per form, launches and lanes compared
+    probes = traces / "probes.json"  # python -m flashsim.gpu.sass_probes: per form, launches and lanes compared
     if probes.exists():
         rep = json.loads(probes.read_text())
         for form, rec in rep.get("opcodes", {}).items():

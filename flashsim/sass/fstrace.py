@@ -28,7 +28,7 @@ def run_fs_trace(case, *, ctas=(0,), warps=None, cap_words: int | None = None):
     from flashsim.kernels.problems import inputs_digest
     from flashsim.trace import session, spec
     from flashsim.trace.record import check_filter
-    from gpu import fa_kernels, trace_gpu
+    from flashsim.gpu import fa_kernels, trace_gpu
 
     kernel = case.params["kernel"]
     args = check_args(case.q, case.k, case.v, **case.kwargs)

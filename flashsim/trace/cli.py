@@ -135,7 +135,7 @@ def resolve_backend(choice: str) -> tuple[str, str]:
     from flashsim.errors import FlashsimError
 
     try:
-        from gpu.runtime import require_gpu
+        from flashsim.gpu.runtime import require_gpu
 
         require_gpu()
     except (ImportError, FlashsimError) as e:
@@ -191,7 +191,7 @@ def cmd_record(args) -> int:
                         "however few CTAs --cta records), or fewer CTAs and warps (--cta, --warp)",
                         max_tile_steps=None if backend == "sim" else float("inf"))
     if backend == "gpu":  # before anything is allocated: a missing GPU is known at once
-        from gpu.runtime import require_gpu
+        from flashsim.gpu.runtime import require_gpu
 
         require_gpu()
     print(f"backend: {'simulator' if backend == 'sim' else 'GPU'} ({why}); size: {est.describe()}")

@@ -64,7 +64,7 @@ def _args(case):
 
 def source_info(kernel: str) -> dict:
     """The CUDA source file, its hash (with its includes) and the build options of the traced build."""
-    from gpu import fa_kernels, runtime
+    from flashsim.gpu import fa_kernels, runtime
 
     spec_k = fa_kernels.FA_KERNELS[kernel]
     return {"file": f"gpu/kernels/{spec_k.file}", "source_hash": runtime.source_hash(spec_k.file),
@@ -94,7 +94,7 @@ def run_case(case, *, backend: str, ctas=(0,), warps=None, cap_words: int | None
             "instance_headdim": headdim, "kv_steps": steps, "grid_ctas": n_ctas, "ctas": ctas, "warps": warps,
             "inputs_sha256": inputs_digest(case), "flashsim_version": _version(), "backend": backend}
     if backend == "gpu":
-        from gpu import runtime, trace_gpu
+        from flashsim.gpu import runtime, trace_gpu
 
         meta["device"] = runtime.device_info()
         meta["source"] = source_info(kernel)

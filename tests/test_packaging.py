@@ -70,3 +70,16 @@ def test_verify_finds_its_data_from_any_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     d = default_dir()
     assert d.is_absolute() and all((d / n).is_file() for n in REPLAYERS)
+
+
+def test_ci_installs_the_torch_extra_as_the_readme_says():
+    """torch is optional ([torch]); CI installs it with the README's command, so the torch tests run there."""
+    import re
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    cmd = re.search(r'`(pip install -e "\.\[torch\]")`', readme).group(1)
+    assert cmd in (REPO / ".ci" / "run").read_text().splitlines()
+    tomllib = pytest.importorskip("tomllib")
+    with open(REPO / "pyproject.toml", "rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    assert any(d.startswith("torch") for d in extras["torch"])

@@ -482,3 +482,50 @@ def test_diff_of_other_code_that_computes_a_line_in_another_order_is_a_reorderin
     d = diff_traces(a, c)
     assert not d.clean and d.first.site == "pc=0x0000 k.cu:5" and d.first.matched == "pc"
     assert d.first.cells[0] == (0, "R1/R2", 10, 21)
+
+
+# ------------------------------------------------------------------------------------------------ trace show
+
+
+def test_trace_show_prints_what_an_interpreted_trace_holds(mod, tmp_path, capsys):
+    """`flashsim trace show` of a trace of interpreted instructions: the summary names every traced instruction;
+    --tag selects by PC, source location or SASS text; the lane x register table holds the recorded bits
+    (the stored value of the line, lane by lane), '-' for lanes not there; a selector naming nothing is a
+    bad --tag listing the file's tags."""
+    from flashsim.sass.traceshow import matching_tags
+
+    path = tmp_path / "s.fstrace"
+    _run(mod, TraceSpec(path, at=[f"kernel.cu:{LINES['x']}"], smem=False), add=7)
+    meta, events = _events(path)
+    info = meta["tag_info"]
+    assert main(["trace", "show", str(path)]) == 0
+    summary = capsys.readouterr().out
+    assert all(t in summary for t in info) and f"{len(events)} events" in summary
+
+    last = max(pc for pc in _pcs_of_line(mod, LINES["x"]))
+    ins = _prog(mod).instructions[last]
+    assert matching_tags(info, hex(last)) == matching_tags(info, f"pc={last:#06x}") == [
+        t for t in info if info[t]["pc"] == last]
+    assert set(matching_tags(info, f"kernel.cu:{LINES['x']}")) == set(info)
+    assert matching_tags(info, ins.text) == [t for t in info if t.endswith(ins.text)]
+    with pytest.raises(ArgumentError, match=r"--tag='0x7777'.*names no traced instruction.*its tags: pc="):
+        matching_tags(info, "0x7777")
+
+    assert main(["trace", "show", str(path), "--tag", hex(last), "--cta", "1", "--warp", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"cta=1 warp=1 ") and f"pc={last:#06x}" in out[0]
+    (e,) = [e for e in events if e.cta == 1 and e.warp == 1 and info[e.tag]["pc"] == last]
+    cols = _cols(meta, e)
+    header = out[1].split()
+    assert header[:2] == ["lane", "lanes"] and header[2:] == [c for c in cols if c != "lanes"]
+    for lane in range(32):
+        cells = out[2 + lane].split()
+        assert int(cells[0]) == lane and cells[1] == "on"
+        assert [int(c, 16) for c in cells[2:]] == [int(e.regs[lane, cols.index(c)]) for c in header[2:]]
+    assert main(["trace", "show", str(path), "--tag", hex(last), "--cta", "5"]) == 1
+    assert "no events match" in capsys.readouterr().out
+
+
+def test_trace_show_of_an_fs_trace_checks_its_tag(capsys):
+    assert main(["trace", "show", str(ROOT / "traces" / "warp" / "v5_d32.fstrace"), "--tag", "nonsense"]) == 2
+    assert "--tag='nonsense'" in capsys.readouterr().err

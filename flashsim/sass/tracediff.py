@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from flashsim.sass.tracing import KIND, _LANES_COL, _NO_WAVEFRONT
+from flashsim.sass.tracing import KIND, LANES_COLUMN, _NO_WAVEFRONT
 
-__all__ = ["SassDiff", "SassDivergence", "cmd_diff", "diff_traces"]
+__all__ = ["SassDiff", "SassDivergence", "cmd_diff", "diff_traces", "load_trace"]
 
 
 _BRANCHY = re.compile(r"^(BRA|BRX|BSSY|CALL|JMP|JMX|RET|BREAK|BPT|SSY|PBK|PCNT|CAL|JCAL|WARPSYNC)\b")
@@ -142,7 +142,7 @@ class SassDiff:
             lines.append(f"  ... {len(d.cells) - cells} more lane/register cells differ in this event")
         if d.smem is not None:
             ra, rb = d.smem
-            lines.append(f"  shared memory: A {_rec_text(ra)}; B {_rec_text(rb)}")
+            lines.append(f"  shared memory: A {record_text(ra)}; B {record_text(rb)}")
         lines.append(f"{len(self.divergences)} differing events; per site:")
         for site, s in sorted(self.per_site.items(), key=lambda kv: kv[1]["first"]):
             lines.append(f"  {site:<48} {s['events']:6d} events  {s['cells']:8d} lane-registers")
@@ -154,7 +154,7 @@ def _value(x: int) -> str:
     return f"0x{x:08x} (u32 {x}, f32 {str(np.array(x, np.uint32).view(np.float32)[()])})"
 
 
-def _rec_text(r) -> str:
+def record_text(r) -> str:
     if r is None:
         return "none"
     if isinstance(r, str):
@@ -164,7 +164,8 @@ def _rec_text(r) -> str:
     return f"lane={int(r['lane'])} {st} of {int(r['nbytes'])} bytes at {int(r['addr']):#x} (wavefront {wf})"
 
 
-def _load(path) -> _Side:
+def load_trace(path) -> _Side:
+    """A trace of interpreted instructions: its name, meta (the tag table in ``.info``) and events."""
     from flashsim.errors import TraceError
     from flashsim.trace.container import TraceReader
 
@@ -177,7 +178,7 @@ def _load(path) -> _Side:
 
 def diff_traces(a, b, *, context: int = 3) -> SassDiff:
     """Align two traces of interpreted instructions (paths) and compare them (see the module docstring)."""
-    A, B = _load(a), _load(b)
+    A, B = load_trace(a), load_trace(b)
     notes: list[str] = []
     pa, pb = A.meta["programs"], B.meta["programs"]
     # programs paired by kernel name (a single program on each side pairs whatever its name)
@@ -398,8 +399,8 @@ def _columns(ta: dict, tb: dict, mode: str, after: bool) -> tuple[list[str], np.
         da = [n for n in ta.get(key, []) if n in na]
         db = [n for n in tb.get(key, []) if n in nb]
         pairs = list(zip(da, db))
-    if _LANES_COL in na and _LANES_COL in nb and (_LANES_COL, _LANES_COL) not in pairs:
-        pairs.append((_LANES_COL, _LANES_COL))
+    if LANES_COLUMN in na and LANES_COLUMN in nb and (LANES_COLUMN, LANES_COLUMN) not in pairs:
+        pairs.append((LANES_COLUMN, LANES_COLUMN))
     labels = [x if x == y else f"{x}/{y}" for x, y in pairs]
     return (labels, np.array([na.index(x) for x, _ in pairs], np.int64),
             np.array([nb.index(y) for _, y in pairs], np.int64))

@@ -62,7 +62,7 @@ KIND = "flashsim sass trace"
 SMEM_OPCODES = frozenset({"LDS", "STS", "LDSM", "STSM", "LDGSTS", "LD", "ST", "ATOMS", "ATOM", "RED"})
 _ATOMIC = frozenset({"ATOMS", "ATOM", "RED"})
 _NO_WAVEFRONT = 0xFFFF
-_LANES_COL = "lanes"
+LANES_COLUMN = "lanes"
 _REG_RE = re.compile(r"^(R|UR|P)(\d+)(?:-(?:\1)?(\d+))?$")
 _REG_LIMIT = {"R": 255, "UR": 63, "P": 7}  # RZ / URZ / PT are not registers one can trace
 
@@ -670,7 +670,7 @@ class Tracer:
                 dst, src = operand_registers(ins)
                 info[tag] = {"program": p.index, "kernel": p.kernel, "pc": pc, "sass": ins.text,
                              "file": ins.line[0] if ins.line else None, "line": ins.line[1] if ins.line else None,
-                             "registers": (p.columns if pc in p.at else []) + [_LANES_COL],
+                             "registers": (p.columns if pc in p.at else []) + [LANES_COLUMN],
                              "dst": dst, "src": src, "traced": pc in p.at, "smem": pc in p.smem}
         return names, info
 
@@ -682,7 +682,7 @@ class Tracer:
             code = [[pc, i.text, i.line[0] if i.line else None, i.line[1] if i.line else None]
                     for pc, i in sorted(p.program.instructions.items())]
             progs.append({"kernel": p.kernel, "cubin_sha256": p.cubin_sha256, "code_sha256": p.code_sha256,
-                          "regcount": int(p.program.kernel.regcount), "columns": p.columns + [_LANES_COL],
+                          "regcount": int(p.program.kernel.regcount), "columns": p.columns + [LANES_COLUMN],
                           "code": code})
         return {"kind": KIND, "version": 1, "kernels": sorted({p.kernel for p in self.programs}),
                 "programs": progs, "launches": self.launches, "spec": self.spec.to_json(), "tag_info": info,

@@ -107,11 +107,17 @@ def add_parser(sub) -> None:
     s.add_argument("file", type=Path, metavar="FILE", help="the trace file to show")
     s.add_argument("--cta", type=non_negative_int, metavar="ID", help="only this CTA (default: all)")
     s.add_argument("--warp", type=non_negative_int, metavar="ID", help="only this warp (default: all)")
-    s.add_argument("--tag", choices=spec.TAGS, metavar="TAG",
-                   help=f"only this tag, one of {', '.join(spec.TAGS)} (default: all)")
+    s.add_argument("--tag", metavar="TAG",
+                   help=f"only this tag: of an FS_TRACE trace one of {', '.join(spec.TAGS)}; of a trace of "
+                        "interpreted instructions a PC (0x950), a source location (k.cu:16) or text of the "
+                        "instruction (default: all)")
     s.add_argument("--occurrence", type=non_negative_int, default=None, metavar="N",
                    help="only this occurrence of the tag in the warp (default: all)")
-    s.add_argument("--hex", action="store_true", help="bits instead of numbers")
+    s.add_argument("--hex", action="store_true",
+                   help="bits instead of numbers (traces of interpreted instructions always show bits)")
+    s.add_argument("--f32", action="store_true",
+                   help="traces of interpreted instructions: each register's bits read as an f32 instead of hex "
+                        "(default: hex)")
     s.add_argument("--max-regs", type=positive_int, default=16, metavar="N",
                    help="registers per table (columns) (default: %(default)s)")
     s.set_defaults(func=cmd_show)
@@ -222,12 +228,14 @@ def _load(path):
 
 
 def _not_sass(path, what: str) -> None:
-    """Traces of interpreted instructions (flashsim.sass.tracing) are read by ``flashsim trace diff`` only."""
+    """Traces of interpreted instructions (flashsim.sass.tracing) are read by ``flashsim trace diff`` and
+    ``flashsim trace show`` only."""
     from flashsim.sass.tracing import is_sass_trace
 
     if is_sass_trace(path):
         raise NotImplementedError(f"{path} traces interpreted instructions (flashsim.sass.tracing): {what} reads "
-                                  "traces of FS_TRACE tags; compare such traces with flashsim trace diff")
+                                  "traces of FS_TRACE tags; look at such traces with flashsim trace show and compare them with "
+                                  "flashsim trace diff")
 
 
 def cmd_diff(args) -> int:
@@ -297,7 +305,17 @@ def cmd_show(args) -> int:
     from flashsim.trace.container import TraceReader
     from flashsim.trace.diff import as_number
 
-    _not_sass(args.file, "flashsim trace show")
+    from flashsim.sass.tracing import is_sass_trace
+
+    if is_sass_trace(args.file):
+        from flashsim.sass.traceshow import show
+
+        return show(args.file, cta=args.cta, warp=args.warp, tag=args.tag, occurrence=args.occurrence,
+                    f32=args.f32, max_regs=args.max_regs)
+    if args.tag is not None and args.tag not in spec.TAG_ID:
+        from flashsim.errors import bad_argument
+
+        raise bad_argument("--tag", args.tag, f"is not a tag of FS_TRACE traces ({', '.join(spec.TAGS)})")
     with TraceReader(args.file) as r:
         meta = r.meta
         if args.cta is None and args.warp is None and args.tag is None:

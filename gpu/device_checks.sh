@@ -18,7 +18,7 @@
 set -u
 OUT=${OUT:-out}; R=$OUT/r; mkdir -p "$R"
 export PYTHONUNBUFFERED=1
-pip install -e . --no-deps --no-build-isolation -q 2>&1 | grep -v "Running pip as"
+python -m pip install -e . --no-deps --no-build-isolation -q 2>&1 | grep -v "Running pip as"
 for stage in ${STAGES:-validate sfu banks races fa fa_validate ncu_fa bench_fa traces bench_trace pytest}; do
   case $stage in
     validate) timeout 300 python -m flashsim.gpu.validate --out "$R/validate" --install > "$R/validate.log" 2>&1 ;;
@@ -50,7 +50,7 @@ PY
                    ${SASS_PYTEST_FILES:-tests/test_cuda_interp.py tests/test_sass_*.py} > "$R/sass_pytest.log" 2>&1 ;;
     ncu_source) timeout 500 python -m flashsim.gpu.ncu_source --out "$R/ncu_source" --timeout 480 > "$R/ncu_source.log" 2>&1 ;;
     diagnostics) timeout 400 python -m flashsim.gpu.check_diagnostics --out "$R/diagnostics" --timeout 60 > "$R/diagnostics.log" 2>&1 ;;
-    golden_user) timeout 200 python -m pytest --gpu --update-golden -q -p no:cacheprovider -m "not gpu" tests/test_testing_helper.py tests/test_checking_planted.py \
+    golden_user) timeout 200 python -m pytest --gpu --update-golden -q -p no:cacheprovider -m "not gpu" tests/test_testing_helper.py tests/test_checking_planted.py docs/examples/test_row_sums.py \
                    > "$R/golden_user.log" 2>&1; mkdir -p "$R/golden" && cp -r traces/golden/. "$R/golden/" ;;
     pytest) timeout 240 python -m pytest --gpu -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} tests > "$R/pytest.log" 2>&1 ;;
   esac

@@ -217,3 +217,30 @@ def test_readme_trace_example_runs_on_the_cpu(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     assert main(cmds[1][1:]) == 0
     assert "no divergence" in capsys.readouterr().out
+
+
+def test_readme_debugging_commands_run_on_the_cpu(tmp_path, monkeypatch, capsys):
+    """Every command of the README's 'Debugging without a GPU' block runs as written (exit 0, output)."""
+    cmds = _commands("flashsim fragment mma.m16n8k16")
+    assert [c[1] for c in cmds] == ["fragment", "ldmatrix", "ldmatrix", "banks", "layout"]
+    monkeypatch.chdir(tmp_path)
+    for c in cmds:
+        assert main(c[1:]) == 0, c
+        assert capsys.readouterr().out.strip(), c
+    assert (tmp_path / "a.svg").stat().st_size > 0
+
+
+def test_readme_trace_commands_on_your_own_runs(tmp_path, monkeypatch, capsys):
+    """The README's trace commands 'on your own runs': every one that needs no GPU recording runs as written
+    (record in the simulator, replay of a committed H100 trace, show, html); the two that read gpu.fstrace
+    (a GPU recording) run here on the simulator's own file in its place."""
+    cmds = _commands("flashsim trace record --kernel fa2")
+    assert [c[2] for c in cmds] == ["record", "diff", "replay", "replay", "show", "html"]
+    monkeypatch.chdir(tmp_path)
+    os.symlink(ROOT / "traces", tmp_path / "traces")
+    for c in cmds:
+        argv = [("sim.fstrace" if a == "gpu.fstrace" else a) for a in c[1:]]
+        rc = main(argv)
+        out = capsys.readouterr().out
+        assert rc == 0, (c, out[-2000:])
+    assert (tmp_path / "run.html").stat().st_size > 0

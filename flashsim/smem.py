@@ -17,7 +17,7 @@ ld/st 8/16/32-bit  32 (one phase)       the word holding the bytes              
 ld/st 64-bit       16 (two half-warps)  2 words in 2 adjacent banks                2
 ld/st 128-bit      8 (four quarters)    4 words in 4 adjacent banks                4
 ldmatrix/stmatrix  8 rows = one 8x8     a 16-byte row (4 adjacent banks)           1 per matrix
-cp.async 4/8/16 B  as a store of that width, counted under op ``ldgsts``           as the store
+cp.async 4/8/16 B  as a store of that width (op ``ldgsts``; sm_90: see below)    as the store
 =================  ===================  ========================================  ===============
 
 ``ideal`` = the number of phases with at least one active lane; ``conflicts = wavefronts - ideal``
@@ -25,6 +25,11 @@ cp.async 4/8/16 B  as a store of that width, counted under op ``ldgsts``        
 2^k bytes is aligned, the words it touches lie in 2^k/4 adjacent banks, so "distinct words per bank"
 equals "distinct units per bank group" (8 groups of 4 banks for 16-byte units), which is what the
 numba kernel counts.
+
+cp.async on sm_90 (model ``SM90``) is counted otherwise, as Nsight Compute's per-instruction counters give
+it on the H100: its count depends on the global source addresses and on .ca / .cg (LDGSTS.BYPASS), lanes
+on one destination are not merged (.ca) or count once (.cg), zero-filling copies add a pass; the rule is
+:func:`cp_async_wavefronts` (and traces/sass/ncu_source/README.md).
 
 Race detection keeps a shadow per 4-byte word: the last write (warp, lane mask, barrier epoch,
 __syncwarp epoch, tag, bytes) and two read records (the latest reader warp, and the latest reader
@@ -41,6 +46,7 @@ of one word only the last writer is checked against later accesses, and it keeps
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import numba
@@ -50,7 +56,8 @@ from flashsim.errors import FlashsimError, SimulatedFault, bad_argument
 
 __all__ = [
     "BANKS", "BankLedger", "BankModel", "BankRow", "Event", "MODELS", "PHASES", "PAIR_BROADCAST", "SM90", "Race",
-    "RaceAccess", "RaceError", "SharedMemory", "bank_of", "bank_table", "phases_of", "wavefronts",
+    "RaceAccess", "RaceError", "SharedMemory", "bank_of", "bank_table", "cp_async_table", "cp_async_wavefronts",
+    "phases_of", "wavefronts", "CP_ASYNC_P0",
 ]
 
 BANKS = 32
@@ -83,17 +90,21 @@ class BankModel:
 
     name: str
     pair_broadcast: bool = False
-    # cp.async (LDGSTS) is served in quarter-warp phases of 8 lanes whatever its size; its ideal stays
-    # that of a plain access of the same width (1/2/4 wavefronts for 4/8/16 bytes)
-    ldgsts_quarters: bool = False
+    # cp.async (LDGSTS) counted by :func:`cp_async_wavefronts` (source lines, .ca/.cg, zero fill) instead
+    # of as a plain store of its width
+    cp_async: bool = False
     # the ideal of a 64/128-bit ld/st: ceil(active lanes x width / 128), / 256 for a load whose lane pairs
     # pack without a conflict (instead of one per phase with an active lane)
     ideal_bytes: bool = False
+    # LDGSTS.BYPASS with a guard or a source predicate held in P0: Nsight Compute's counters read the
+    # guard as false and the source predicate as true in every lane (see CP_ASYNC_P0); applied by the SASS
+    # interpreter (flashsim.sass.ops_mem), which sees the instruction's registers
+    cp_async_p0: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise bad_argument("name", self.name, "expected a non-empty str")
-        for f in ("pair_broadcast", "ldgsts_quarters", "ideal_bytes"):
+        for f in ("pair_broadcast", "cp_async", "ideal_bytes", "cp_async_p0"):
             if not isinstance(getattr(self, f), bool):
                 raise bad_argument(f, getattr(self, f), "expected a bool")
 
@@ -102,13 +113,15 @@ PHASES = BankModel("phases")
 PAIR_BROADCAST = BankModel("pair-broadcast", pair_broadcast=True)
 # what Nsight Compute 2025.3 counted on sm_90 (NVIDIA H200, gpu/check_banks.py, report in
 # traces/banks/): 64/128-bit loads whose lanes pair up (addr[n] == addr[n^1] or addr[n^2]) take half
-# the phases, and cp.async.ca of 4/8/16 bytes always takes quarter-warp phases (4 B linear: 4
-# wavefronts, 3 conflicts). Nsight Compute's per-instruction source counters (H100, gpu/ncu_source.py,
-# traces/sass/ncu_source.md) give the ideal of 64/128-bit accesses by bytes (``ideal_bytes``). They also
-# show cp.async.cg (LDGSTS.BYPASS) with a bank conflict, cp.async to one address from every lane and
-# zero-filling copies costing otherwise than this model says (listed there, not modelled).
-SM90 = BankModel("sm_90", pair_broadcast=True, ldgsts_quarters=True, ideal_bytes=True)
+# the phases. Nsight Compute's per-instruction source counters (H100, gpu/ncu_source.py,
+# traces/sass/ncu_source/) give the ideal of 64/128-bit accesses by bytes (``ideal_bytes``) and the
+# cp.async counts of :func:`cp_async_wavefronts` (``cp_async``, ``cp_async_p0``).
+SM90 = BankModel("sm_90", pair_broadcast=True, cp_async=True, ideal_bytes=True, cp_async_p0=True)
 MODELS = {m.name: m for m in (SM90, PHASES, PAIR_BROADCAST)}
+#: what Nsight Compute's counters read for a predicate held in P0 on LDGSTS.BYPASS (``cp_async_p0``):
+#: the guard (``@P0`` / ``@!P0``) and the source predicate (``, P0`` / ``, !P0``); the copy itself
+#: follows the real predicates
+CP_ASYNC_P0 = MappingProxyType({"guard": False, "source": True})
 
 
 def phases_of(op: str, width: int) -> tuple[int, int]:
@@ -190,17 +203,26 @@ def _pair_uniform(addr, active):  # pragma: no cover - numba
 
 
 def wavefronts(addr: Any, *, width: int = 4, op: str = "ld", active: Any = None, num: int = 4,
-               model: BankModel = SM90) -> tuple[np.ndarray, np.ndarray]:
+               model: BankModel = SM90, **copy) -> tuple[np.ndarray, np.ndarray]:
     """Wavefronts and ideal wavefronts of warp instruction(s), as Nsight Compute counts them.
 
     ``addr``: byte addresses, shape (..., 32) (for ``ldsm``/``stsm``: the row address each lane gives);
     ``width``: bytes per lane (ignored for ldsm/stsm: 16-byte rows); ``op``: one of
     'ld', 'st', 'ldsm', 'stsm', 'ldgsts' (cp.async); ``active``: bool (..., 32), default all lanes
     (for ldsm/stsm the lanes 0..8*num-1 that supply row addresses); ``num``: 1, 2 or 4 matrices.
+    ``copy``: for 'ldgsts' under a model with ``cp_async``, the keywords ``src``, ``reads``, ``bypass``,
+    ``zfill`` of :func:`cp_async_wavefronts` (the destination is ``addr``).
     Returns two int32 arrays of shape (...): wavefronts and ideal wavefronts (conflicts = the difference).
     Addresses must be aligned to the access width (they are not checked here; SharedMemory checks).
     """
     lpp, unit = phases_of(op, width)
+    if copy:
+        bad = sorted(set(copy) - set(_COPY_KEYS))
+        if bad or op != "ldgsts":
+            raise bad_argument(bad[0] if bad else next(iter(copy)), "given",
+                               f"the keywords {', '.join(_COPY_KEYS)} describe a cp.async (op='ldgsts') only")
+    if op == "ldgsts" and model.cp_async:
+        return cp_async_wavefronts(addr, width=width, active=active, **copy)
     a = np.asarray(addr)
     if a.dtype.kind not in "iu" or a.ndim < 1 or a.shape[-1] != 32:
         raise bad_argument("addr", getattr(a, "shape", a), "expected integer byte addresses of shape (..., 32)")
@@ -231,10 +253,6 @@ def wavefronts(addr: Any, *, width: int = 4, op: str = "ld", active: Any = None,
     ideal = np.empty(a2.shape[0], np.int32)
     shift = unit.bit_length() - 1
     _count(a2, act, shift, 128 // unit - 1 if unit >= 4 else 31, lpp, wf, ideal)
-    if model.ldgsts_quarters and op == "ldgsts" and lpp > 8:
-        quarters = np.empty_like(wf)
-        _count(a2, act, shift, 128 // unit - 1 if unit >= 4 else 31, 8, quarters, np.empty_like(ideal))
-        wf = quarters
     packed_clean = np.zeros(wf.shape, bool)
     if model.pair_broadcast and op == "ld" and width in (8, 16):
         packed = _pair_uniform(a2, act)
@@ -252,6 +270,289 @@ def wavefronts(addr: Any, *, width: int = 4, op: str = "ld", active: Any = None,
         per = np.where(packed_clean, 256, 128)
         ideal = ((lanes * width + per - 1) // per).astype(ideal.dtype)
     return wf.reshape(lead), ideal.reshape(lead)
+
+
+# ----------------------------------------------------------------------------------------------------
+# cp.async (LDGSTS)
+# ----------------------------------------------------------------------------------------------------
+#
+# What Nsight Compute's per-instruction counters give for cp.async on sm_90 (H100: every LDGSTS of the
+# recorded kernels, 307 instructions in 7 kernels, 161 + 22 of them the patterns of
+# gpu/kernels/probe_ldgsts.cu; executions, wavefronts and ideal all agree; the record and the rule with
+# its examples: traces/sass/ncu_source/README.md). Per warp instruction, with "reading" lanes = on and
+# reading global memory, "zero" lanes = on but reading nothing (ignore-src true, src-size 0), a "line" =
+# 128 aligned bytes, a "chunk" = 16, a "sector" = 32:
+#
+# cp.async.cg (LDGSTS.BYPASS, 16 bytes):
+#   - reading lanes on one destination chunk: the lowest lane counts, the others not at all;
+#   - a source sector whose two chunks are read by two lanes that write one destination sector (in either
+#     order) moves whole: one wavefront per (destination line, source line) for all whole sectors;
+#   - every other reading lane: one wavefront per distinct (destination line, source line,
+#     (destination - source) / 16 mod 8); so a line copied to a line in any order of its sectors takes 1,
+#     a copy that spreads a source line's chunks over destination chunks at other distances takes one
+#     per distance (8 lanes at a 32-byte destination stride: 8);
+#   - ideal: the distinct destination addresses of the reading lanes x 16 bytes / 128;
+#   - the .ZFILL form, and the ignore-src form when a lane is zero, add a zero-fill pass over EVERY lane
+#     on: a 128-bit store with lanes on one address not merged (quarter-warp phases), ideal lanes x 16 / 128.
+# cp.async.ca (LDGSTS, 4/8/16 bytes), one pass over every lane on:
+#   - phases of 32 / 16 / 8 lanes (4 / 8 / 16 bytes), as a store of that width;
+#   - in a phase, a reading lane of the j-th source line (in lane order) goes no earlier than the phase's
+#     j-th wavefront (zero lanes from the first), then into the first wavefront where its destination
+#     banks and its source banks ((source / 4) mod 32) are free: lanes on one word are not merged;
+#   - ideal: lanes on x width / 128.
+# The measured probes read 16 bytes per lane from 16 * lane (every width), the default ``src`` here.
+# Which lanes are "on" is the SASS interpreter's part: for LDGSTS.BYPASS with a guard or a source
+# predicate in P0 the counters read P0 as CP_ASYNC_P0 says (flashsim.sass.ops_mem applies it).
+
+_COPY_KEYS = ("src", "reads", "bypass", "zfill")
+_MAX_WF = 72  # wavefronts of one cp.async.ca phase: below 2 x 32 + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _cg_read(dst, src, reads, wf, lane_wf):  # pragma: no cover - numba
+    """cp.async.cg, the reading lanes (16-byte aligned addresses): wavefronts and each lane's (-1: none)."""
+    keep = np.empty(32, np.int64)
+    keys = np.empty((32, 3), np.int64)
+    key_of = np.empty(32, np.int64)
+    for i in range(dst.shape[0]):
+        nk = 0
+        for ln in range(32):
+            lane_wf[i, ln] = -1
+            if not reads[i, ln]:
+                continue
+            # one lane per destination chunk: the lowest
+            c = dst[i, ln] >> 4
+            owner = -1
+            for q in range(nk):
+                if (dst[i, keep[q]] >> 4) == c:
+                    owner = keep[q]
+                    break
+            if owner < 0:
+                keep[nk] = ln
+                nk += 1
+        nkeys = 0
+        for a in range(nk):
+            ln = keep[a]
+            sec = src[i, ln] >> 5
+            mate = -1
+            n_sec = 0
+            for b in range(nk):
+                if (src[i, keep[b]] >> 5) == sec:
+                    n_sec += 1
+                    if b != a:
+                        mate = keep[b]
+            whole = (n_sec == 2 and (src[i, mate] >> 4) != (src[i, ln] >> 4)
+                     and (dst[i, mate] >> 5) == (dst[i, ln] >> 5))
+            k0 = dst[i, ln] >> 7
+            k1 = src[i, ln] >> 7
+            k2 = -1 if whole else ((dst[i, ln] - src[i, ln]) >> 4) & 7
+            found = -1
+            for q in range(nkeys):
+                if keys[q, 0] == k0 and keys[q, 1] == k1 and keys[q, 2] == k2:
+                    found = q
+                    break
+            if found < 0:
+                keys[nkeys, 0] = k0
+                keys[nkeys, 1] = k1
+                keys[nkeys, 2] = k2
+                found = nkeys
+                nkeys += 1
+            key_of[a] = found
+            lane_wf[i, ln] = found
+        for ln in range(32):  # a lane dropped for another on its chunk: that lane's wavefront
+            if reads[i, ln] and lane_wf[i, ln] < 0:
+                for a in range(nk):
+                    if (dst[i, keep[a]] >> 4) == (dst[i, ln] >> 4):
+                        lane_wf[i, ln] = key_of[a]
+                        break
+        wf[i] = nkeys
+
+
+@numba.njit(cache=True, nogil=True)
+def _store_unmerged(dst, on, unit_shift, group_mask, lanes_per_phase, base, wf, lane_wf):  # pragma: no cover
+    """A store whose lanes on one unit are not merged: per phase, the most lanes on one bank group;
+    lane k of a group in a phase gets that phase's k-th wavefront (after ``base[i]``)."""
+    cnt = np.zeros(32, np.int64)
+    for i in range(dst.shape[0]):
+        tot = 0
+        for p in range(32 // lanes_per_phase):
+            for g in range(32):
+                cnt[g] = 0
+            m = 0
+            for k in range(lanes_per_phase):
+                ln = p * lanes_per_phase + k
+                if not on[i, ln]:
+                    continue
+                g = (dst[i, ln] >> unit_shift) & group_mask
+                lane_wf[i, ln] = base[i] + tot + cnt[g]
+                cnt[g] += 1
+                if cnt[g] > m:
+                    m = cnt[g]
+            tot += m
+        wf[i] = tot
+
+
+@numba.njit(cache=True, nogil=True)
+def _ca_sched(dst, src, on, reads, words, lanes_per_phase, wf, lane_wf):  # pragma: no cover - numba
+    """cp.async.ca: see the rule above."""
+    dmask = np.zeros(_MAX_WF, np.int64)
+    smask = np.zeros(_MAX_WF, np.int64)
+    lines = np.empty(32, np.int64)
+    for i in range(dst.shape[0]):
+        tot = 0
+        for p in range(32 // lanes_per_phase):
+            for k in range(_MAX_WF):
+                dmask[k] = 0
+                smask[k] = 0
+            nl = 0
+            used = 0
+            for q in range(lanes_per_phase):
+                ln = p * lanes_per_phase + q
+                lane_wf[i, ln] = -1
+                if not on[i, ln]:
+                    continue
+                j = 0
+                sb = 0
+                if reads[i, ln]:
+                    line = src[i, ln] >> 7
+                    j = -1
+                    for r in range(nl):
+                        if lines[r] == line:
+                            j = r
+                            break
+                    if j < 0:
+                        lines[nl] = line
+                        j = nl
+                        nl += 1
+                    for w in range(words):
+                        sb |= np.int64(1) << (((src[i, ln] >> 2) + w) & 31)
+                db = 0
+                for w in range(words):
+                    db |= np.int64(1) << (((dst[i, ln] >> 2) + w) & 31)
+                k = j
+                while (dmask[k] & db) != 0 or (smask[k] & sb) != 0:
+                    k += 1
+                dmask[k] |= db
+                smask[k] |= sb
+                lane_wf[i, ln] = tot + k
+                if k + 1 > used:
+                    used = k + 1
+            tot += used
+        wf[i] = tot
+
+
+def _lane_bools(name: str, v: Any, shape: tuple) -> np.ndarray:
+    b = np.asarray(v)
+    if b.dtype != np.bool_:
+        raise bad_argument(name, b.dtype, "expected a bool array")
+    try:
+        return np.ascontiguousarray(np.broadcast_to(b, shape))
+    except ValueError:
+        raise bad_argument(name, b.shape, f"expected a shape that broadcasts to {shape}") from None
+
+
+def cp_async_wavefronts(dst: Any, *, width: int = 16, src: Any = None, active: Any = None, reads: Any = None,
+                        bypass: bool = False, zfill: bool = False, lanes: bool = False):
+    """Wavefronts and ideal wavefronts of cp.async warp instruction(s) as Nsight Compute counts them on
+    sm_90 (the rule in the comment above, measured on the H100).
+
+    ``dst``: shared byte addresses (..., 32); ``width``: 4, 8 or 16 bytes; ``src``: global byte addresses
+    (..., 32), default ``16 * lane`` (what the measured probes read); ``active``: the lanes on (default
+    all); ``reads``: the lanes on that read global memory (default: every lane on; the rest zero-fill);
+    ``bypass``: cp.async.cg (LDGSTS.BYPASS, 16 bytes only); ``zfill``: the LDGSTS .ZFILL form (a src-size
+    only known at run time), whose .cg copy always takes the zero-fill pass. Returns int32 (wavefronts,
+    ideal) of shape (...), and with ``lanes=True`` also each lane's wavefront (0-based, -1 for lanes off;
+    a .cg lane in both the read and the zero-fill pass shows its zero-fill wavefront, so that the highest
+    plus one is the count).
+    """
+    if width not in (4, 8, 16):
+        raise bad_argument("width", width, "cp.async copies 4, 8 or 16 bytes")
+    if bypass and width != 16:
+        raise bad_argument("width", width, "cp.async.cg (bypass) copies 16 bytes")
+    a = np.asarray(dst)
+    if a.dtype.kind not in "iu" or a.ndim < 1 or a.shape[-1] != 32:
+        raise bad_argument("dst", getattr(a, "shape", a), "expected integer byte addresses of shape (..., 32)")
+    lead = a.shape[:-1]
+    d = np.ascontiguousarray(a.reshape(-1, 32), dtype=np.int64)
+    if src is None:
+        s = np.broadcast_to(16 * np.arange(32, dtype=np.int64), d.shape)
+    else:
+        s = np.asarray(src)
+        if s.dtype.kind not in "iu":
+            raise bad_argument("src", s.dtype, "expected integer byte addresses")
+        try:  # addresses as 64-bit patterns: only their differences and low bits matter
+            s = np.broadcast_to(s, a.shape).reshape(-1, 32)
+        except ValueError:
+            raise bad_argument("src", s.shape, f"expected a shape that broadcasts to {a.shape}") from None
+        s = s.astype(np.uint64).view(np.int64) if s.dtype != np.int64 else s
+    s = np.ascontiguousarray(s)
+    on = np.ones(d.shape, bool) if active is None else _lane_bools("active", active, a.shape).reshape(-1, 32)
+    rd = on if reads is None else _lane_bools("reads", reads, a.shape).reshape(-1, 32) & on
+    wf, ideal, lane_wf, zlane = _cp_async(d, np.ascontiguousarray(s), on, np.ascontiguousarray(rd), width, bypass,
+                                          zfill)
+    if lanes:
+        lane_wf = np.maximum(lane_wf, zlane)
+        return wf.reshape(lead), ideal.reshape(lead), lane_wf.reshape(lead + (32,))
+    return wf.reshape(lead), ideal.reshape(lead)
+
+
+def _cp_async(d, s, on, rd, width, bypass, zfill):
+    """(wavefronts, ideal, each lane's wavefront of the read / .ca pass, of the .cg zero-fill pass)."""
+    n = d.shape[0]
+    wf = np.zeros(n, np.int32)
+    ideal = np.zeros(n, np.int32)
+    lane_wf = np.full((n, 32), -1, np.int64)
+    zlane = np.full((n, 32), -1, np.int64)
+    count = on.sum(axis=1)
+    if bypass:
+        d16 = d & ~15
+        _cg_read(d16, s & ~15, rd, wf, lane_wf)
+        # the ideal counts distinct destination addresses as given (an unaligned one is its own)
+        dd = np.where(rd, d, -1)
+        srt = np.sort(dd, axis=1)
+        ndist = ((srt[:, 1:] != srt[:, :-1]) & (srt[:, 1:] >= 0)).sum(axis=1) + (srt[:, 0] >= 0)
+        ideal = ((ndist * 16 + 127) // 128).astype(np.int32)
+        zero = count > 0
+        if not zfill:
+            zero &= (on & ~rd).any(axis=1)
+        if zero.any():
+            zwf = np.zeros(n, np.int32)
+            _store_unmerged(d16, np.ascontiguousarray(on & zero[:, None]), 4, 7, 8, wf.astype(np.int64), zwf, zlane)
+            wf = wf + zwf
+            ideal = ideal + np.where(zero, (count * 16 + 127) // 128, 0).astype(np.int32)
+    else:
+        lpp = 32 if width == 4 else (16 if width == 8 else 8)
+        _ca_sched(d & ~(width - 1), s & ~(width - 1), on, rd, width // 4, lpp, wf, lane_wf)
+        ideal = ((count * width + 127) // 128).astype(np.int32)
+    return wf, ideal, lane_wf, zlane
+
+
+def cp_async_table(dst: Any, **kw) -> list[dict]:
+    """For ONE cp.async warp instruction: the :func:`bank_table` structure (one entry holding every lane)
+    by the cp.async rule: which wavefront writes which (lane, word) in which bank. ``kw``: the keywords
+    of :func:`cp_async_wavefronts` but ``lanes``. A .cg lane that also takes the zero-fill pass shows in
+    both passes."""
+    width = kw.get("width", 16)
+    a = np.asarray(dst, dtype=np.int64).reshape(32)
+    wf, _, lane_wf = cp_async_wavefronts(a, **kw, lanes=True)
+    rows = [lane_wf]
+    if kw.get("bypass"):
+        on = np.ones(32, bool) if kw.get("active") is None else np.asarray(kw["active"], bool).reshape(32)
+        rd = on if kw.get("reads") is None else np.asarray(kw["reads"], bool).reshape(32) & on
+        src = 16 * np.arange(32, dtype=np.int64) if kw.get("src") is None else np.asarray(kw["src"]).reshape(32)
+        src = src.astype(np.uint64).view(np.int64) if src.dtype != np.int64 else src
+        _, _, read_wf, zlane = _cp_async(a.reshape(1, 32), src.reshape(1, 32).copy(), on.reshape(1, 32).copy(),
+                                         rd.reshape(1, 32).copy(), width, True, bool(kw.get("zfill")))
+        rows = [read_wf[0], zlane[0]]
+    words = max(width, 4) // 4
+    cells: dict[tuple, list] = {}
+    for r in rows:
+        for lane in np.flatnonzero(r >= 0).tolist():
+            for wd in range(int(a[lane]) // 4, int(a[lane]) // 4 + words):
+                cells.setdefault((int(r[lane]), wd & 31, wd), []).append(lane)
+    out = [(k, b, w, sorted(set(ls))) for (k, b, w), ls in sorted(cells.items())]
+    lanes_on = sorted({ln for r in rows for ln in np.flatnonzero(r >= 0).tolist()})
+    return [{"phase": 0, "lanes": lanes_on, "wavefronts": int(wf), "cells": out}] if lanes_on else []
 
 
 def bank_table(addr: Any, *, width: int = 4, op: str = "ld", active: Any = None, num: int = 4) -> list[dict]:
@@ -522,14 +823,18 @@ class SharedMemory:
         """True when accesses must be shown to :meth:`on_read` / :meth:`on_write` (races or initcheck)."""
         return self.shadow is not None or self.written is not None
 
-    def account(self, tag: str, op: str, addr: np.ndarray, width: int, active: np.ndarray, num: int = 4):
-        """Wavefronts / ideal of each warp's instruction; added to the ledger under ``tag``
-        ((None, None) when this SharedMemory does not count banks)."""
+    def account(self, tag: str, op: str, addr: np.ndarray, width: int, active: np.ndarray, num: int = 4, **copy):
+        """Wavefronts / ideal of each warp's instruction over the lanes ``active``; added to the ledger under
+        ``tag`` ((None, None) when this SharedMemory does not count banks); the observer sees the same.
+        ``copy``: a cp.async's ``src``, ``reads``, ``bypass``, ``zfill`` (see :func:`cp_async_wavefronts`)."""
         if self.observer is not None:
-            self.observer(tag, op, addr, width, active, num)
+            if copy:
+                self.observer(tag, op, addr, width, active, num, **copy)
+            else:
+                self.observer(tag, op, addr, width, active, num)
         if not self.banks:
             return None, None
-        wf, ideal = wavefronts(addr, width=width, op=op, active=active, num=num)
+        wf, ideal = wavefronts(addr, width=width, op=op, active=active, num=num, **copy)
         self.ledger.add(tag, op, wf, ideal)
         return wf, ideal
 

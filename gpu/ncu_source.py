@@ -4,8 +4,9 @@
                              [--workers N] [--csv-dir DIR2] [--list]
 
 For every case of CASES (the four FlashAttention kernels v5, v6, kernel1, fa2 -- fa2 also causal bf16 with
-a seqlen that is not a multiple of its tiles --, the three kernels of gpu/attn_extra.py, and the kernels
-of gpu/kernels/probe_banks_source.cu, whose every shared-memory instruction exercises one bank rule):
+a seqlen that is not a multiple of its tiles --, the three kernels of gpu/attn_extra.py, the kernels
+of gpu/kernels/probe_banks_source.cu, whose every shared-memory instruction exercises one bank rule, and
+those of gpu/kernels/probe_ldgsts.cu, one cp.async pattern per instruction):
 
 (a) the GPU runs the case's kernel once from the very cubin bytes the interpreter runs, under
     ``ncu --clock-control none --section SourceCounters --kernel-name regex:^NAME$ --launch-count 1``
@@ -62,6 +63,7 @@ __all__ = ["CASES", "Case", "NcuSourceError", "SourceRow", "SourceTable", "compa
 
 REPO = Path(__file__).resolve().parents[1]
 PROBE_FILE = "probe_banks_source.cu"
+LDGSTS_PROBE_FILE = "probe_ldgsts.cu"  # cp.async patterns (cases probe_ldgsts, probe_ldgsts_warps)
 #: base opcodes that access shared memory (generic LD/ST/ATOM/RED may too: see _shared_pcs)
 SHARED_OPCODES = frozenset({"LDS", "STS", "LDSM", "STSM", "LDGSTS", "ATOMS"})
 GENERIC_OPCODES = frozenset({"LD", "ST", "ATOM", "RED"})
@@ -131,22 +133,98 @@ def _extra_case(name, kernel, seed, **kw) -> Case:
     return Case(name, spec.file, function, f"{kernel} {desc}", run, spec.options)
 
 
-def _probe_case(name, function) -> Case:
+def _probe_case(name, function, file=PROBE_FILE, threads=32, gsrc_bytes=4096) -> Case:
+    """One launch of ``function`` of the probe file ``file`` (gpu/kernels): one block of ``threads``
+    threads, arguments (gsrc, sink): gsrc holds the bytes of the u32 values 0, 1, 2, ... (``gsrc_bytes``
+    of them; byte 1 is a zero the compiler cannot see), sink one u32 per thread."""
+
     def run(backend: str):
         from flashsim.gpu import runtime
 
-        gsrc = np.arange(1024, dtype=np.uint32).view(np.uint8)  # cp.async reads gsrc + 16 * lane
+        gsrc = np.arange(gsrc_bytes // 4, dtype=np.uint32).view(np.uint8)  # cp.async reads gsrc + 16 * lane
         if backend == "interp":
             import flashsim.cuda as fc
 
-            f = runtime.interpreted_module(PROBE_FILE).get_function(function)
+            f = runtime.interpreted_module(file).get_function(function)
+            f((1,), (threads,), (fc.asarray(gsrc), fc.zeros(threads, np.uint32)))
+        else:
+            cupy = runtime.require_gpu()
+            k = runtime.get_cubin_kernel(file, function)
+            runtime.launch(k, 1, threads, (cupy.asarray(gsrc), cupy.zeros(threads, cupy.uint32)))
+
+    warps = "one warp" if threads == 32 else f"{threads // 32} warps"
+    return Case(name, file, function, f"{function}: {warps}, one instruction per probe line", run, (), probe=True)
+
+
+RANDOM_LDGSTS_FILE = "probe_ldgsts_random.cu"  # drawn cp.async patterns (case probe_ldgsts_random)
+RANDOM_LDGSTS_PROBES = 48  # RL_PROBES of the file
+RANDOM_LDGSTS_FORMS = ("cg16", "ca16", "ca8", "ca4", "cg16_ign", "cg16_sz")  # probe i has form i % 6
+
+
+def random_ldgsts_tables(seed: int = 2026) -> np.ndarray:
+    """gsrc of probe_ldgsts_random.cu: per probe and lane the destination offset, the source offset, the
+    guard and the auxiliary word (ignore-src or src-size), then 8 KiB of source bytes. Destinations are drawn
+    as permutations of slots, strides (1 to 32 slots), a few repeated slots or an XOR swizzle, in a window
+    of 512 B to 8 KiB; sources as consecutive slots, permutations, one address for all or repeated ones;
+    guards all on, half on at random, a prefix of lanes or none."""
+    rng = np.random.default_rng(seed)
+    n = RANDOM_LDGSTS_PROBES
+    dst, src, on, aux = (np.zeros((n, 32), np.uint32) for _ in range(4))
+    lane = np.arange(32)
+    for i in range(n):
+        form = RANDOM_LDGSTS_FORMS[i % 6]
+        size = {"ca8": 8, "ca4": 4}.get(form, 16)
+        window = int(rng.choice([512, 1024, 2048, 4096, 8192]))
+        slots = window // size
+        kind = rng.integers(4)
+        if kind == 0:
+            d = rng.permutation(slots)[:32] if slots >= 32 else rng.integers(slots, size=32)
+        elif kind == 1:
+            d = (lane * int(rng.choice([1, 2, 3, 4, 8, 16, 32])) + int(rng.integers(8))) % slots
+        elif kind == 2:
+            d = rng.choice(rng.integers(slots, size=int(rng.integers(1, 9))), size=32)
+        else:
+            d = (lane ^ int(rng.integers(32))) * int(rng.choice([1, 2, 8])) % slots
+        skind = rng.integers(4)
+        sslots = 8192 // size
+        if skind == 0:
+            s = lane + int(rng.integers(64))
+        elif skind == 1:
+            s = rng.permutation(sslots)[:32]
+        elif skind == 2:
+            s = np.full(32, int(rng.integers(sslots)))
+        else:
+            s = rng.choice(rng.integers(sslots, size=4), size=32)
+        gkind = rng.random()
+        g = (np.ones(32) if gkind < 0.4 else rng.random(32) < 0.5 if gkind < 0.75
+             else lane < int(rng.integers(1, 32)) if gkind < 0.95 else np.zeros(32))
+        dst[i], src[i] = (d % slots) * size, (s % sslots) * size
+        on[i] = g if form in ("cg16", "ca16", "ca8", "ca4") else 1
+        if form == "cg16_ign":
+            aux[i] = rng.random(32) < float(rng.choice([0.0, 0.25, 0.5, 1.0]))
+        elif form == "cg16_sz":
+            aux[i] = rng.choice([0, 4, 8, 16], size=32) if rng.random() < 0.5 else int(rng.choice([0, 4, 8, 16]))
+    data = np.arange(2048, dtype=np.uint32)
+    return np.concatenate([dst.ravel(), src.ravel(), on.ravel(), aux.ravel(), data]).view(np.uint8)
+
+
+def _random_ldgsts_case() -> Case:
+    def run(backend: str):
+        from flashsim.gpu import runtime
+
+        gsrc = random_ldgsts_tables()
+        if backend == "interp":
+            import flashsim.cuda as fc
+
+            f = runtime.interpreted_module(RANDOM_LDGSTS_FILE).get_function("probe_ldgsts_random")
             f((1,), (32,), (fc.asarray(gsrc), fc.zeros(32, np.uint32)))
         else:
             cupy = runtime.require_gpu()
-            k = runtime.get_cubin_kernel(PROBE_FILE, function)
+            k = runtime.get_cubin_kernel(RANDOM_LDGSTS_FILE, "probe_ldgsts_random")
             runtime.launch(k, 1, 32, (cupy.asarray(gsrc), cupy.zeros(32, cupy.uint32)))
 
-    return Case(name, PROBE_FILE, function, f"{function}: one warp, one instruction per probe line", run, (),
+    return Case("probe_ldgsts_random", RANDOM_LDGSTS_FILE, "probe_ldgsts_random",
+                "probe_ldgsts_random: one warp, 48 drawn cp.async patterns (held out from the rule's fit)", run, (),
                 probe=True)
 
 
@@ -166,6 +244,9 @@ def _cases() -> dict[str, Case]:
         _probe_case("probe_matrix", "probe_banks_matrix"),
         _probe_case("probe_atomics", "probe_banks_atomics"),
         _probe_case("probe_atomics_more", "probe_banks_atomics_more"),
+        _probe_case("probe_ldgsts", "probe_ldgsts", LDGSTS_PROBE_FILE, 32, 8192),
+        _probe_case("probe_ldgsts_warps", "probe_ldgsts_warps", LDGSTS_PROBE_FILE, 64, 8192),
+        _random_ldgsts_case(),
     ]
     return {c.name: c for c in cs}
 
@@ -174,17 +255,18 @@ CASES: dict[str, Case] = _cases()
 
 
 def probe_lines(path: Path | None = None) -> dict[int, str]:
-    """{source line: probe name} of probe_banks_source.cu: every use of a macro whose first parameter is
-    NAME (``LDS_32(ld32_linear, true, lane * 4u);``) names the instruction(s) of its line."""
+    """{source line: probe name} of a probe file (default gpu/kernels/probe_banks_source.cu): every use of
+    a macro whose first parameter is NAME (``LDS_32(ld32_linear, true, lane * 4u);``) names the
+    instruction(s) of its line. Preprocessor lines and comment lines are not uses."""
     from flashsim.gpu import runtime
 
     text = (path or runtime.kernel_path(PROBE_FILE)).read_text(encoding="utf-8")
     macros = set(re.findall(r"^#define\s+(\w+)\(NAME\b", text, re.MULTILINE))
     out: dict[int, str] = {}
     for i, line in enumerate(text.splitlines(), 1):
-        if line.lstrip().startswith("#"):
+        if line.lstrip().startswith(("#", "//")):
             continue
-        for m in re.finditer(r"\b(\w+)\((\w+)\s*,", line):
+        for m in re.finditer(r"\b(\w+)\((\w+)\s*,", line.split("//", 1)[0]):
             if m.group(1) in macros:
                 out[i] = m.group(2)
                 break
@@ -210,12 +292,14 @@ def interpret_case(name: str) -> dict:
 
     case = CASES[name]
     mod, prog = _program(case)
-    lines = probe_lines() if case.probe else {}
+    from flashsim.gpu import runtime
+
+    lines = probe_lines(runtime.kernel_path(case.file)) if case.probe else {}
     instructions = []
     for pc in sorted(prog.instructions):
         ins = prog.instructions[pc]
         ln = ins.line[1] if ins.line else None
-        probe = lines.get(ln) if ln is not None and ins.line[0].endswith(PROBE_FILE) else None
+        probe = lines.get(ln) if ln is not None and ins.line[0].endswith(case.file) else None
         instructions.append({"pc": pc, "sass": ins.text, "line": ln, "probe": probe})
     out = {"case": name, "kernel": case.function, "problem": case.problem, "cubin_sha256": mod.sha256,
            "error": None, "error_kind": None, "seconds": None, "instructions": instructions,
@@ -804,9 +888,9 @@ def write_report(results: list[dict], out: Path, meta: dict, dry: bool) -> str:
           f"{d['ncu_executed']} | "
           f"{d['interp_executed']} | {d['ncu_wavefronts']} | {d['interp_wavefronts']} | {d['ncu_ideal']} | "
           f"{d['interp_ideal']} |" for d in forms]
-    L += ["", "## Probe instructions (gpu/kernels/probe_banks_source.cu)", "",
-          "One warp; every row one warp-level instruction of the probe named by its source line. Atomics are "
-          "measured only (no bank rule in flashsim.smem).", "",
+    L += ["", "## Probe instructions (gpu/kernels/probe_banks_source.cu, probe_ldgsts.cu)", "",
+          "One warp (probe_ldgsts_warps: two); every row one instruction of the probe named by its source line, "
+          "summed over the warps. Atomics are measured only (no bank rule in flashsim.smem).", "",
           "| case | probe | pc | SASS | ncu exec | ncu wf | ncu ideal | ncu excessive | ncu n-way | "
           "ncu space/op/size | interp exec | interp wf | interp ideal | status |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -72,7 +72,7 @@ def test_directed_cases_by_hand():
         ("ldsm", 16, LANE * 16, 4, "ldmatrix.x4 contiguous rows: 1 per matrix"),
         ("ldsm", 16, ((LANE % 16) * 128 + (LANE // 16) * 8) * 2, 32, "seed 001 16x128 f16 tile: 4 x 8-way"),
         ("ldgsts", 16, LANE * 16, 4, "cp.async 16 B: as a 128-bit store"),
-        ("ldgsts", 4, LANE * 4, 4, "cp.async 4 B: quarter-warp phases even so (measured on sm_90)"),
+        ("ldgsts", 4, LANE * 4, 4, "cp.async 4 B from 16 * lane: 4 source lines, 1 wavefront each (measured on sm_90)"),
     ]
     for op, width, addr, want, why in cases:
         wf, ideal = wavefronts(np.asarray(addr), width=width, op=op)

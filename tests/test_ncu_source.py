@@ -209,7 +209,7 @@ def test_every_probe_line_is_one_shared_memory_instruction():
     names = list(lines.values())
     assert len(names) == len(set(names)) and len(names) >= 100
     seen: dict[str, list[str]] = {n: [] for n in names}
-    for case in (c for c in ns.CASES.values() if c.probe):
+    for case in (c for c in ns.CASES.values() if c.probe and c.file == ns.PROBE_FILE):
         _, prog = ns._program(case)
         for ins in prog.instructions.values():
             never = ins.text.startswith("@!PT ")  # ptxas's padding before LDGSTS: never executes
@@ -221,6 +221,71 @@ def test_every_probe_line_is_one_shared_memory_instruction():
     several = {n: v for n, v in seen.items() if len(v) > 1 and not n.endswith("zero_fill")
                and not n.startswith(("atoms_add_f32", "atoms_add_u64", "atoms_add_u32_one_word"))}
     assert not several, several
+
+
+LDGSTS_CASES = ("probe_ldgsts", "probe_ldgsts_warps")
+
+
+def _ldgsts_probes() -> dict[str, list[tuple[str, int, str]]]:
+    """{probe name: [(kernel, pc, SASS), ...]} of the LDGSTS instructions on the lines of probe_ldgsts.cu
+    (ptxas's never-executed @!PT padding left out)."""
+    from flashsim.gpu import runtime
+
+    lines = ns.probe_lines(runtime.kernel_path(ns.LDGSTS_PROBE_FILE))
+    seen: dict[str, list[tuple[str, int, str]]] = {n: [] for n in lines.values()}
+    for name in LDGSTS_CASES:
+        case = ns.CASES[name]
+        _, prog = ns._program(case)
+        for ins in prog.instructions.values():
+            if ins.opcode != "LDGSTS" or ins.text.startswith("@!PT "):
+                continue
+            assert ins.line and ins.line[1] in lines, f"{case.function}: {ins.text} is on no probe line ({ins.line})"
+            seen[lines[ins.line[1]]].append((case.function, ins.pc, ins.text))
+    return seen
+
+
+def test_every_ldgsts_probe_line_is_one_cp_async_at_its_own_pc():
+    from flashsim.gpu import runtime
+
+    lines = ns.probe_lines(runtime.kernel_path(ns.LDGSTS_PROBE_FILE))
+    names = list(lines.values())
+    assert len(names) == len(set(names)) and len(names) >= 150
+    seen = _ldgsts_probes()
+    bad = {n: v for n, v in seen.items() if len(v) != 1}
+    assert not bad, f"probe lines that are not exactly one LDGSTS (ptxas folded, merged or split them): {bad}"
+    texts = [v[0][2] for v in seen.values()]
+    # the forms the sweep is about: .ca 4/8/16, .cg 16, zero fill, ignore-src, guards in P0 and elsewhere
+    forms = {ns.sass_form(t) for t in texts}
+    assert {"LDGSTS.E", "LDGSTS.E.64", "LDGSTS.E.128", "LDGSTS.E.BYPASS.128", "LDGSTS.E.BYPASS.128.ZFILL",
+            "LDGSTS.E.ZFILL"} <= forms, forms
+    assert any(re.search(r", !?P\d$", t) and "ZFILL" not in t for t in texts)  # the ignore-src form
+    guards = {t.split()[0] for t in texts if t.startswith("@")}
+    assert {"@P0", "@!P0"} <= guards and len(guards) >= 4, guards
+
+
+def test_the_ldgsts_probes_run_in_the_interpreter(tmp_path):
+    rc = ns.main(["--out", str(tmp_path), "--dry-run", "--cases", ",".join(LDGSTS_CASES), "--workers", "1"])
+    assert rc == 0
+    report = json.loads((tmp_path / "ncu_source.json").read_text())
+    rows = {x["probe"]: x for c in report["cases"] for x in c["shared"]
+            if x["probe"] and ns.base_opcode(x["sass"]) == "LDGSTS"}
+    assert set(rows) == set(_ldgsts_probes())
+    for c in report["cases"]:
+        assert c["interp_error"] is None, c["interp_error"]
+    for name, x in rows.items():
+        assert x["interp"]["executed"] == (2 if name.startswith(("w_", "fa_w_")) else 1), (name, x["interp"])
+        assert x["status"] == "not measured" and x["ncu"] is None
+    # counts the H100 gave (traces/sass/ncu_source/raw/probe_ldgsts*.csv.gz), by the cp.async rule of flashsim.smem
+    expect = {"cg16_stride16": (4, 4), "ca4_stride128": (32, 1), "ca8_stride8": (4, 2), "cg16_stride16_guard_none": (0, 0),
+              "w_cg16_stride16_both_warps": (8, 8), "w_cg16_stride16_warp1_off": (4, 4),
+              "cg16_stride32": (32, 4), "cg16_one_dst": (1, 1), "cg16_lane1_on_lane8": (7, 4), "cg16_shift64": (8, 4),
+              "ca16_one_dst": (32, 4), "ca4_lines_interleaved": (7, 1), "ca8_pairs": (6, 2),
+              "ca4_stride4_src_one": (32, 1), "cg16_stride16_sz0_lanes16to31": (6, 6), "cg16_stride16_sz16_all": (8, 8),
+              "ca8_stride8_sz0_lanes16to31": (3, 2), "cg16_stride32_guard_lanes0to15_ign_odd": (12, 3),
+              "fa_first_cg16_stride16_lanes0to7": (25, 4), "first_cg16_stride32_guard_lanes0to15": (0, 0),
+              "w_cg16_stride32_sz0_warp1": (80, 16)}
+    for name, (wf, ideal) in expect.items():
+        assert (rows[name]["interp"]["wavefronts"], rows[name]["interp"]["ideal"]) == (wf, ideal), name
 
 
 @pytest.fixture(scope="module")
@@ -371,25 +436,33 @@ def test_the_ncu_report_fallback_reads_the_same_numbers(monkeypatch, tmp_path):
 # ------------------------------------------------------------------------------------------ the H100 record
 
 H100 = Path(__file__).resolve().parents[1] / "traces" / "sass" / "ncu_source"
-#: the shared-memory instructions whose counts the bank model does not give (cp.async.cg with conflicts, a
-#: guard or a zero-fill; cp.async to one address from every lane): (case, pc) -> probe or kernel line
-KNOWN_DIFFERENCES = {
-    ("fa2_causal_bf16", 0x16C0), ("fa2_causal_bf16", 0x1E90), ("fa2_causal_bf16", 0x3D40),
-    ("attn_regs", 0x15A0), ("attn_regs", 0x1660),
-    ("probe_matrix", 0x880), ("probe_matrix", 0x8A0), ("probe_matrix", 0x8D0), ("probe_matrix", 0x8F0),
-    ("probe_matrix", 0x900), ("probe_matrix", 0x910), ("probe_matrix", 0x920), ("probe_matrix", 0x930),
-    ("probe_matrix", 0xAB0), ("probe_matrix", 0xAC0),
-}
+#: the shared-memory instructions whose counts the bank model does not give: (case, pc). The cp.async rule
+#: (flashsim.smem.cp_async_wavefronts) was fitted to every LDGSTS of the other cases; on the 48 drawn
+#: patterns of probe_ldgsts_random, held out from that fit, it gives 23 right and these 25 wrong
+KNOWN_DIFFERENCES: set[tuple[str, int]] = {("probe_ldgsts_random", pc) for pc in (
+    0x0360, 0x04e0, 0x0740, 0x08c0, 0x0980, 0x0ca0, 0x0d60, 0x0e20, 0x0f00, 0x12c0,
+    0x13a0, 0x1520, 0x15e0, 0x16a0, 0x1760, 0x1840, 0x1a80, 0x1b40, 0x1c00, 0x1e60,
+    0x1fe0, 0x20a0, 0x2180, 0x2300, 0x2550,
+)}
+
+
+#: cases added after the H100 record was taken: no source page yet (python -m flashsim.gpu.ncu_source --out DIR
+#: --cases NAMES on the GPU records them)
+AWAITING_H100: set[str] = set()
 
 
 def test_the_interpreter_against_the_recorded_h100_source_counters():
     """The committed Nsight Compute source pages (H100) against the interpreter run now on the same cubins:
-    every shared-memory instruction of the 7 kernels and the probes agrees but the known cp.async ones, and
-    every instruction's execution count agrees (convergence barriers listed apart)."""
+    every shared-memory instruction of the 7 kernels and the probes agrees (1,922 of them) but the
+    KNOWN_DIFFERENCES of the held-out cp.async patterns, and every instruction's execution count agrees (convergence barriers listed
+    apart). Cases without a recorded page must be listed in AWAITING_H100; a recorded one is compared
+    whether listed or not."""
     import gzip
 
+    recorded = [n for n in ns.CASES if (H100 / "raw" / f"{n}.csv.gz").is_file()]
+    assert set(ns.CASES) - set(recorded) <= AWAITING_H100, "a case lost its recorded page"
     differ, checked = set(), 0
-    for name in ns.CASES:
+    for name in recorded:
         text = gzip.decompress((H100 / "raw" / f"{name}.csv.gz").read_bytes()).decode()
         table = table_for(parse_source_csv(text), ns.CASES[name].function)
         r = compare_case(ns.interpret_case(name), table)
@@ -402,4 +475,4 @@ def test_the_interpreter_against_the_recorded_h100_source_counters():
             if row["status"] == "DIFFER":
                 differ.add((name, row["pc"]))
     assert differ == KNOWN_DIFFERENCES
-    assert checked >= 1600
+    assert checked >= 1922

@@ -16,6 +16,7 @@ from flashsim.numerics import fp32
 from flashsim.sass.isa import RZ, URZ
 from flashsim.sass.machine import fault, lanes_of
 from flashsim.sass.program import Ctx, semantic
+from flashsim.smem import CP_ASYNC_P0, SM90
 from flashsim.warp import ldmatrix, ld_shared, st_shared, stmatrix
 from flashsim.warp.memory import cp_async_commit_group, cp_async_wait_group
 
@@ -308,58 +309,87 @@ def ldgsts(ctx: Ctx):
     # .LTC*B are L2 prefetch hints. .ZFILL (a src-size only known at run time): ptxas puts the number of
     # bytes to zero-fill, (cp-size - src-size) mod cp-size, in the low bits of the aligned source address
     # and makes p false for src-size 0; the copy reads cp-size minus that many bytes and zero-fills the rest.
+    # Wavefronts: flashsim.smem.cp_async_wavefronts, over the lanes Nsight Compute counts: the lanes that
+    # copy, except that for LDGSTS.BYPASS its counters read a guard or a p held in P0 as CP_ASYNC_P0 says
+    # (measured on the H100: traces/sass/ncu_source/README.md), which needs the lanes at this PC before
+    # the guard: the run then takes (m, ex, active) like a control semantic.
     width, _ = _width(ctx)
     ctx.need(len(ctx.ops) in (2, 3), f"{ctx.ins.text}")
     zfill = "ZFILL" in ctx.mods
+    bypass = "BYPASS" in ctx.mods
     dst = _shared_addr(ctx, 0)
     src = _address(ctx, 1, True)
     fill = ctx.pred(2) if len(ctx.ops) == 3 else None
     tag = f"{ctx.ins.pc:#06x}"
+    guard = ctx.ins.guard
+    in_p0 = SM90.cp_async_p0 and bypass
+    p0_guard = in_p0 and guard is not None and guard.kind == "p" and guard.index == 0
+    # None: count the lanes that copy; else whether every lane at this PC counts (True) or none (False)
+    guard_seen = (CP_ASYNC_P0["guard"] != guard.invert) if p0_guard else None
+    fop = ctx.ops[2] if fill is not None else None
+    p0_fill = in_p0 and fop is not None and fop.kind == "p" and fop.index == 0
+    fill_seen = (CP_ASYNC_P0["source"] != fop.invert) if p0_fill else None
 
-    def run(m, ex):
+    def run(m, ex, active=None):
         lanes = lanes_of(m, ex)
-        if not lanes.any():
+        if guard_seen is None:
+            counted = lanes
+        else:
+            counted = lanes_of(m, active) if guard_seen else np.zeros(lanes.shape, bool)
+        if not lanes.any() and not counted.any():
             return
         d = dst(m)
         smem = m.smem
-        smem.check_access(d, width, lanes, f"cp.async ({ctx.ins.text})")
         s = src(m)
-        reads = lanes if fill is None else lanes & np.broadcast_to(fill(m), lanes.shape)
-        payload = np.zeros((int(lanes.sum()), width), np.uint8)
         if zfill:
             nzero = (s & np.uint64(width - 1)).astype(np.int64)
             s = s & ~np.uint64(width - 1)
-        if zfill:  # lanes that read nothing read nothing
-            reads = reads & ((width - nzero) > 0)
-        if reads.any():
-            if zfill:  # only the bytes read must lie in an allocation (padding keeps the 16-byte gather safe)
-                keep = width - nzero[reads]
-                a = s[reads]
-                idx = m.mem.locate(a, 1)
-                ends = m.mem._arrays()[1]
-                bad = (idx < 0) | (a + keep.astype(np.uint64) > ends[np.maximum(idx, 0)])
-                if bad.any():
-                    mask = np.zeros(lanes.shape, bool)
-                    mask[reads] = bad
-                    raise fault("out-of-bounds global address", m, ctx.ins, mask, s,
-                                f"cp.async reads {int(keep[bad][0])} bytes {m.mem.describe(int(a[bad][0]))}")
-                got = m.mem.gather(a, idx, width).view(np.uint8).reshape(-1, max(width, 4))[:, :width]
-                got = np.where(np.arange(width)[None, :] < keep[:, None], got, 0).astype(np.uint8)
-            else:
-                a, idx = _global_check(m, ctx, reads, s, width)
-                got = m.mem.gather(a, idx, width).view(np.uint8).reshape(-1, max(width, 4))[:, :width]
-            payload[reads[lanes]] = got
-            if m.probe is not None:
-                if zfill:  # each lane read its first width - nzero bytes
-                    for n_read in np.unique(width - nzero[reads]):
-                        m.probe.global_read(m, ctx.ins, reads & (width - nzero == n_read), s, int(n_read))
+        p = None if fill is None else np.broadcast_to(fill(m), lanes.shape)
+        if lanes.any():
+            smem.check_access(d, width, lanes, f"cp.async ({ctx.ins.text})")
+            reads = lanes if p is None else lanes & p
+            if zfill:  # lanes that read nothing read nothing
+                reads = reads & ((width - nzero) > 0)
+            payload = np.zeros((int(lanes.sum()), width), np.uint8)
+            if reads.any():
+                if zfill:  # only the bytes read must lie in an allocation (padding keeps the 16-byte gather safe)
+                    keep = width - nzero[reads]
+                    a = s[reads]
+                    idx = m.mem.locate(a, 1)
+                    ends = m.mem._arrays()[1]
+                    bad = (idx < 0) | (a + keep.astype(np.uint64) > ends[np.maximum(idx, 0)])
+                    if bad.any():
+                        mask = np.zeros(lanes.shape, bool)
+                        mask[reads] = bad
+                        raise fault("out-of-bounds global address", m, ctx.ins, mask, s,
+                                    f"cp.async reads {int(keep[bad][0])} bytes {m.mem.describe(int(a[bad][0]))}")
+                    got = m.mem.gather(a, idx, width).view(np.uint8).reshape(-1, max(width, 4))[:, :width]
+                    got = np.where(np.arange(width)[None, :] < keep[:, None], got, 0).astype(np.uint8)
                 else:
-                    m.probe.global_read(m, ctx.ins, reads, s, width)
-        c, w, l = np.nonzero(lanes)
-        if smem.watching:
-            smem.on_write(d, width, lanes, tag, op="cp.async")
-        smem.add_pending(c, w, l, d[c, w, l], payload.copy(), tag)
-        smem.account(tag, "ldgsts", d, width, lanes)
+                    a, idx = _global_check(m, ctx, reads, s, width)
+                    got = m.mem.gather(a, idx, width).view(np.uint8).reshape(-1, max(width, 4))[:, :width]
+                payload[reads[lanes]] = got
+                if m.probe is not None:
+                    if zfill:  # each lane read its first width - nzero bytes
+                        for n_read in np.unique(width - nzero[reads]):
+                            m.probe.global_read(m, ctx.ins, reads & (width - nzero == n_read), s, int(n_read))
+                    else:
+                        m.probe.global_read(m, ctx.ins, reads, s, width)
+            c, w, l = np.nonzero(lanes)
+            if smem.watching:
+                smem.on_write(d, width, lanes, tag, op="cp.async")
+            smem.add_pending(c, w, l, d[c, w, l], payload.copy(), tag)
+        counted_reads = counted
+        if fill_seen is not None:
+            counted_reads = counted if fill_seen else np.zeros(counted.shape, bool)
+        elif p is not None:
+            counted_reads = counted & p
+        if zfill:
+            counted_reads = counted_reads & ((width - nzero) > 0)
+        # (the observer, a trace, sees the counted lanes too: its records add up to the counts)
+        smem.account(tag, "ldgsts", d, width, counted, src=s, reads=counted_reads, bypass=bypass, zfill=zfill)
+    if p0_guard:
+        run.control = True
     return run
 
 

@@ -404,21 +404,22 @@ class _Program:
 # ----------------------------------------------------------------------------------------------------
 
 
-def lane_wavefronts(addr, active, *, op: str, width: int, num: int = 4, model=None) -> np.ndarray:
+def lane_wavefronts(addr, active, *, op: str, width: int, num: int = 4, model=None, **copy) -> np.ndarray:
     """The wavefront (0-based, over the whole instruction) that serves each lane of ONE warp instruction,
     by the counting rules of :func:`flashsim.smem.wavefronts` (``model``: default its sm_90 model): phases
     of consecutive lanes; in a phase, the k-th distinct unit of a bank group (in lane order) is served by
-    the phase's k-th wavefront. Inactive lanes get -1. ``max + 1`` equals ``wavefronts(...)[0]``."""
-    from flashsim.smem import SM90, phases_of
+    the phase's k-th wavefront (cp.async: by :func:`flashsim.smem.cp_async_wavefronts`, ``copy`` its
+    ``src``/``reads``/``bypass``/``zfill``). Inactive lanes get -1. ``max + 1`` equals ``wavefronts(...)[0]``."""
+    from flashsim.smem import SM90, cp_async_wavefronts, phases_of
 
     model = SM90 if model is None else model
     a = np.asarray(addr, np.int64).reshape(32)
     act = np.asarray(active, bool).reshape(32).copy()
     lpp, unit = phases_of(op, width)
+    if op == "ldgsts" and model.cp_async:
+        return np.asarray(cp_async_wavefronts(a, width=width, active=act, lanes=True, **copy)[2], np.int64)
     if op in ("ldsm", "stsm"):
         act &= np.arange(32) < 8 * num
-    if model.ldgsts_quarters and op == "ldgsts" and lpp > 8:
-        lpp = 8
     if model.pair_broadcast and op == "ld" and width in (8, 16):
         for x in (1, 2):
             p = np.arange(32) ^ x
@@ -454,7 +455,8 @@ def _records(accesses, i: int, keep: np.ndarray):
     from flashsim.trace.container import SMEM_DTYPE
 
     parts = []
-    for op, addr, width, active, num in accesses:
+    for op, addr, width, active, num, *copy in accesses:
+        copy = {k: (v[i] if isinstance(v, np.ndarray) else v) for k, v in copy[0].items()} if copy else {}
         act = active[i] & keep
         if op in ("ldsm", "stsm"):
             act &= np.arange(32) < 8 * num
@@ -469,7 +471,7 @@ def _records(accesses, i: int, keep: np.ndarray):
         else:
             r["nbytes"] = 16 if op in ("ldsm", "stsm") else width
             r["store"] = _OP_STORE[op]
-            r["wavefront"] = lane_wavefronts(addr[i], active[i], op=op, width=width, num=num)[lanes]
+            r["wavefront"] = lane_wavefronts(addr[i], active[i], op=op, width=width, num=num, **copy)[lanes]
         parts.append(r)
     return np.concatenate(parts) if parts else np.zeros(0, SMEM_DTYPE)
 
@@ -611,16 +613,21 @@ class Tracer:
             st.regs = prog.gather(m, st.a, st.w)
         self._emit(st)
 
-    def _observe(self, tag, op, addr, width, active, num=4) -> None:
+    def _observe(self, tag, op, addr, width, active, num=4, **copy) -> None:
         """SharedMemory's observer (every access of LDS/STS/LDSM/STSM/LDGSTS and of generic LD/ST to shared
-        memory, with its lanes' addresses): the traced warps' accesses go to the current step."""
+        memory, with its lanes' addresses; a cp.async also with what its count needs, ``copy``): the traced
+        warps' accesses go to the current step."""
         st = self._step
         if op in ("atom", "atom_cas"):
             return  # the atomics' addresses come from their operands (the step's own record)
         if st is not None and st.accesses is not None and tag == st.tag:
             ad = np.broadcast_to(np.asarray(addr), active.shape)
-            st.accesses.append((op, np.array(ad[st.a, st.w, :], np.int64), int(width),
-                                np.array(np.broadcast_to(active, ad.shape)[st.a, st.w, :], bool), int(num)))
+            rec = (op, np.array(ad[st.a, st.w, :], np.int64), int(width),
+                   np.array(np.broadcast_to(active, ad.shape)[st.a, st.w, :], bool), int(num))
+            if copy:
+                rec += ({k: np.array(np.broadcast_to(v, ad.shape)[st.a, st.w, :]) if isinstance(v, np.ndarray) else v
+                         for k, v in copy.items()},)
+            st.accesses.append(rec)
 
     def _emit(self, st: _Step) -> None:
         keep_lane = self._lane_keep

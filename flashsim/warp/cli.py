@@ -12,7 +12,7 @@ import argparse
 import numpy as np
 
 from flashsim.errors import FlashsimError, bad_argument
-from flashsim.smem import PHASES, MODELS, SharedMemory, bank_table, wavefronts
+from flashsim.smem import PHASES, MODELS, SharedMemory, bank_table, cp_async_table, wavefronts
 from flashsim.swizzle import parse_swizzle
 from flashsim.warp.expr import evaluate, parse_defines
 from flashsim.warp.fragments import INSTRUCTIONS, fragment
@@ -58,7 +58,7 @@ def _smem_for(phys: np.ndarray, width: int) -> SharedMemory:
     return SharedMemory(1, size, races=False)
 
 
-def _bank_report(table: list[dict], wf: int, ideal: int) -> list[str]:
+def _bank_report(table: list[dict], wf: int, ideal: int, phases: bool = True) -> list[str]:
     out = []
     for p in table:
         conflicts = [(b, []) for b in range(32)]
@@ -66,8 +66,12 @@ def _bank_report(table: list[dict], wf: int, ideal: int) -> list[str]:
             conflicts[bank][1].append((k, word, lanes))
         worst = max(len(c[1]) for c in conflicts)
         lanes = p["lanes"]
-        out.append(f"phase {p['phase']} (lanes {lanes[0]}..{lanes[-1]}): {p['wavefronts']} wavefront"
-                   f"{'s' if p['wavefronts'] > 1 else ''}" + (f" ({worst}-way bank conflict)" if worst > 1 else ""))
+        if phases:
+            out.append(f"phase {p['phase']} (lanes {lanes[0]}..{lanes[-1]}): {p['wavefronts']} wavefront"
+                       f"{'s' if p['wavefronts'] > 1 else ''}" + (f" ({worst}-way bank conflict)" if worst > 1 else ""))
+        else:  # one table of every lane (cp.async): which wavefront writes which bank
+            out.append(f"lanes {lanes[0]}..{lanes[-1]}: {p['wavefronts']} wavefront"
+                       f"{'s' if p['wavefronts'] > 1 else ''}")
         header = "  bank " + "".join(f"{b:>5}" for b in range(32))
         out.append(header)
         for k in range(p["wavefronts"]):
@@ -171,7 +175,8 @@ def cmd_ldmatrix(args) -> int:
 # ------------------------------------------------------------------------------------------ banks
 
 
-_OPS = {"ld": ("ld", "ld.shared"), "st": ("st", "st.shared"), "cp.async": ("ldgsts", "cp.async (LDGSTS)")}
+_OPS = {"ld": ("ld", "ld.shared"), "st": ("st", "st.shared"), "cp.async": ("ldgsts", "cp.async.ca (LDGSTS)"),
+        "cp.async.cg": ("ldgsts", "cp.async.cg (LDGSTS.BYPASS)")}
 
 
 def cmd_banks(args) -> int:
@@ -179,6 +184,10 @@ def cmd_banks(args) -> int:
     kind, name = _OPS[args.op]
     if kind == "ldgsts" and width not in (4, 8, 16):
         raise bad_argument("--width", args.width, "cp.async copies 32, 64 or 128 bits (4, 8, 16 bytes)")
+    if args.op == "cp.async.cg" and width != 16:
+        raise bad_argument("--width", args.width, "cp.async.cg copies 128 bits")
+    if args.src and kind != "ldgsts":
+        raise bad_argument("--src", args.src, "a global source belongs to --op cp.async / cp.async.cg")
     logical, phys, desc = lane_addresses(args.addr, args.define, args.swizzle, args.elem_bytes, args.base)
     if args.active:
         act = evaluate(args.active, parse_defines(args.define)) != 0
@@ -187,21 +196,40 @@ def cmd_banks(args) -> int:
     smem = _smem_for(np.where(act, phys, 0), width)
     smem.check_access(phys.reshape(1, 1, 32), width, act.reshape(1, 1, 32), f"{name}.b{args.width}")
     model = MODELS[args.model]
-    wf, ideal = wavefronts(phys, width=width, op=kind, active=act, model=model)
+    copy = {}
+    if kind == "ldgsts" and model.cp_async:
+        # the rule of flashsim.smem.cp_async_wavefronts: it needs the global source of every lane
+        src = evaluate(args.src, parse_defines(args.define)) if args.src else 16 * np.arange(32, dtype=np.int64)
+        copy = {"src": src, "bypass": args.op == "cp.async.cg"}
+    wf, ideal = wavefronts(phys, width=width, op=kind, active=act, model=model, **copy)
     print(f"{name} {args.width}-bit ({width} bytes per lane), counted as op '{kind}', model '{model.name}'")
     print(desc + "\n")
+    if copy:
+        print(f"global source: {'SRC = ' + args.src if args.src else '16 * lane (the default)'} (byte offsets)\n")
     rows = [(lane, int(logical[lane]), f"{int(phys[lane]):#x}", f"{int(phys[lane]) // 4 % 32}" +
              (f"-{(int(phys[lane]) // 4 + width // 4 - 1) % 32}" if width > 4 else ""), "" if act[lane] else "inactive")
             for lane in range(32)]
     print(_table(rows, ("lane", "EXPR", "byte addr", "bank(s)", "")))
     print()
-    table = bank_table(phys, width=width, op=kind, active=act)
-    lines = _bank_report(table, int(wf), int(ideal))
-    if model is not PHASES:
+    if copy:
+        table = cp_async_table(phys, width=width, active=act, **copy)
+        lines = _bank_report(table, int(wf), int(ideal), phases=False)
+        base_wf, _ = wavefronts(phys, width=width, op=kind, active=act, model=PHASES)
+        lines[:0] = [f"cp.async as Nsight Compute counts it on sm_90 (flashsim.smem.cp_async_wavefronts; as a plain "
+                     f"store: {int(base_wf)} wavefronts):",
+                     "  " + ("per (destination line, source line): 1 for the sectors moved whole, 1 per distance "
+                             "(destination - source) / 16 mod 8 of the other lanes; lanes on one chunk count once"
+                             if copy["bypass"] else
+                             "store phases; the lanes of a phase's j-th source line from its j-th wavefront; lanes "
+                             "on one word or on one source bank not merged")]
+    else:
+        table = bank_table(phys, width=width, op=kind, active=act)
+        lines = _bank_report(table, int(wf), int(ideal))
+    if model is not PHASES and not copy:
         base_wf, _ = wavefronts(phys, width=width, op=kind, active=act, model=PHASES)
         if int(base_wf) != int(wf):
-            why = "cp.async takes quarter-warp phases" if kind == "ldgsts" else "the pair-broadcast rule packs this load"
-            lines[-1] += f" ({why}: plain phases {int(base_wf)} -> {int(wf)} wavefronts)"
+            lines[-1] += (f" (the pair-broadcast rule packs this load: plain phases {int(base_wf)} -> {int(wf)} "
+                          "wavefronts)")
     print("\n".join(lines))
     if args.svg:
         from flashsim.viz.banks import bank_map_svg
@@ -273,8 +301,12 @@ def add_parsers(subparsers) -> None:
                                            "default: byte addresses).")
     bk.add_argument("--width", type=int, default=32, choices=[8, 16, 32, 64, 128],
                     help="bits per lane (default: %(default)s)")
-    bk.add_argument("--op", default="ld", choices=list(_OPS), help="ld, st or cp.async (default: %(default)s)")
+    bk.add_argument("--op", default="ld", choices=list(_OPS),
+                    help="ld, st, cp.async (.ca) or cp.async.cg (default: %(default)s)")
     bk.add_argument("--active", metavar="EXPR", help="EXPR in lane: nonzero = lane active (default: all lanes)")
+    bk.add_argument("--src", metavar="EXPR",
+                    help="cp.async: EXPR in lane and -D constants giving each lane's global source byte offset "
+                         "(its count depends on it; default: 16 * lane)")
     bk.add_argument("--model", default="sm_90", choices=sorted(MODELS),
                     help="counting rule; sm_90 is what Nsight Compute counts on the H100/H200 (default: %(default)s)")
     _add_addr_options(bk, elem_default=1)

@@ -168,7 +168,11 @@ def cp_async(smem: SharedMemory, gmem: Any, dst: Any, src: Any, *, cp_size: int 
     take = k[None, :] < n_src[:, None]  # bytes past src-size are zero-filled
     payload = np.where(take, g[np.where(take, sa[:, None] + k[None, :], 0)], 0).astype(np.uint8)
     smem.add_pending(c, w, l, d[c, w, l], payload, tag)
-    wf, ideal = smem.account(tag, "ldgsts", d, cp_size, act)
+    # counted as the SASS LDGSTS ptxas makes of it: a src-size strictly between 0 and cp-size needs the
+    # .ZFILL form (a run-time size); 0 or cp-size in every lane is taken for the predicate form
+    zfill = bool((act & (ss > 0) & (ss < cp_size)).any())
+    wf, ideal = smem.account(tag, "ldgsts", d, cp_size, act, src=s, reads=act & (ss > 0), bypass=cache == "cg",
+                             zfill=zfill)
     return Event(op, tag, "ldgsts", cp_size, d, act, wf, ideal, races)
 
 

@@ -3,7 +3,8 @@
 # $OUT/results.tgz (reports, records, golden data, logs).
 #   STAGES="validate sfu banks races fa fa_validate ncu_fa bench_fa traces bench_trace pytest" bash gpu/device_checks.sh [extra validate_sfu args]
 # validate: numerics at scale (installs golden data when clean); sfu: special-function unit on all
-# inputs; banks: Nsight Compute comparison; races: racecheck comparison; fa: v5/v6 goldens; fa_validate:
+# inputs; wgmma: wgmma.mma_async (sm_90a) against the model and its competing hypotheses (not in the
+# default STAGES); banks: Nsight Compute comparison; races: racecheck comparison; fa: v5/v6 goldens; fa_validate:
 # every FA kernel against its twin on 200 problems each (report and goldens into traces/fa); ncu_fa:
 # Nsight Compute shared-memory counters of the FA kernels; bench_fa: GPU TFLOP/s next to torch SDPA;
 # traces: the golden per-warp traces (traces/warp) and the traced-GPU-vs-twin tests; bench_trace: the cost
@@ -31,6 +32,7 @@ for stage in ${STAGES:-validate sfu banks races fa fa_validate ncu_fa bench_fa t
               > "$R/traces.log" 2>&1 ;;
     bench_trace) timeout 200 python benchmarks/bench_trace_gpu.py --json "$R/bench_trace.json" > "$R/bench_trace.log" 2>&1 ;;
     sfu)    timeout 150 python -m flashsim.gpu.validate_sfu --out "$R/sfu" "$@" > "$R/sfu.log" 2>&1 ;;
+    wgmma)  timeout 300 python -m flashsim.gpu.validate_wgmma --out "$R/wgmma" > "$R/wgmma.log" 2>&1 ;;
     banks)  timeout 200 python -m flashsim.gpu.check_banks --out "$R/banks" --timeout 190 > "$R/banks.log" 2>&1 ;;
     races)  timeout 120 python -m flashsim.gpu.check_races --out "$R/races" --timeout 30 > "$R/races.log" 2>&1 ;;
     sass_env) python - > "$R/sass_env.log" 2>&1 <<'PY'

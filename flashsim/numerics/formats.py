@@ -1,8 +1,8 @@
-"""Binary floating-point formats (f16, bf16, f32) as bit patterns: decode, exact rounding, float views.
+"""Binary floating-point formats (f16, bf16, f32; e4m3, e5m2) as bit patterns: decode, exact rounding, float views.
 
-Every value crosses this module as an unsigned bit array (uint16 for f16/bf16, uint32 for f32), so
--0, NaN payloads and subnormals stay honest. ``round_exact`` is the single rounding engine: every
-conversion, the f32 arithmetic and the mma models end in it.
+Every value crosses this module as an unsigned bit array (uint16 for f16/bf16, uint32 for f32, uint8 for
+e4m3/e5m2), so -0, NaN payloads and subnormals stay honest. ``round_exact`` is the single rounding engine:
+every conversion, the f32 arithmetic and the mma models end in it.
 """
 
 from __future__ import annotations
@@ -21,12 +21,17 @@ ROUNDING_MODES = ("rn", "rz", "rm", "rp")
 
 @dataclass(frozen=True)
 class FloatFormat:
-    """An IEEE-style binary format: 1 sign bit, ``ebits`` exponent bits, ``mbits`` fraction bits."""
+    """An IEEE-style binary format: 1 sign bit, ``ebits`` exponent bits, ``mbits`` fraction bits.
+
+    ``nan_only``: the OCP FP8 E4M3 convention (PTX ``.e4m3``): no infinities; the all-ones exponent field
+    holds finite values except S.1111.111, the only NaN, so emax is one binade higher than IEEE's.
+    """
 
     name: str
     ebits: int
     mbits: int
     dtype: type
+    nan_only: bool = False
 
     def __post_init__(self):
         if self.ebits < 2 or self.mbits < 1:
@@ -49,7 +54,7 @@ class FloatFormat:
 
     @property
     def emax(self) -> int:
-        return self.bias
+        return self.bias + 1 if self.nan_only else self.bias
 
     @property
     def exp_mask(self) -> int:
@@ -61,22 +66,31 @@ class FloatFormat:
 
     @property
     def inf(self) -> int:
+        if self.nan_only:
+            raise bad_argument("fmt", self.name, "has no infinity (its all-ones exponent field is finite)")
         return self.exp_mask << self.mbits
 
     @property
     def max_finite(self) -> int:
+        if self.nan_only:
+            return self.canonical_nan - 1  # S.1111.110: 448 for e4m3
         return self.inf - 1
 
     @property
     def canonical_nan(self) -> int:
         """The NaN NVIDIA arithmetic returns: all exponent and fraction bits set, sign clear."""
-        return self.inf | ((1 << self.mbits) - 1)
+        return (self.exp_mask << self.mbits) | ((1 << self.mbits) - 1)
 
 
 F16 = FloatFormat("f16", 5, 10, np.uint16)
 BF16 = FloatFormat("bf16", 8, 7, np.uint16)
 F32 = FloatFormat("f32", 8, 23, np.uint32)
 FORMATS = {f.name: f for f in (F16, BF16, F32)}
+# the 8-bit inputs of wgmma .e4m3/.e5m2 (PTX ISA, "Alternate floating point data formats"): uint8 patterns.
+# Kept out of FORMATS: the conversions to them (cvt ... .e4m3x2) are not modelled.
+E4M3 = FloatFormat("e4m3", 4, 3, np.uint8, nan_only=True)  # max 448, no Inf, NaN only S.1111.111
+E5M2 = FloatFormat("e5m2", 5, 2, np.uint8)  # IEEE-style: Inf and NaNs, max 57344
+FP8_FORMATS = {f.name: f for f in (E4M3, E5M2)}
 
 
 def format_named(name: str, argname: str = "fmt") -> FloatFormat:
@@ -114,8 +128,12 @@ def decode(bits, fmt: FloatFormat):
     cls = np.full(b.shape, FINITE, np.uint8)
     cls[(ef == 0) & (mf == 0)] = ZERO
     special = ef == fmt.exp_mask
-    cls[special & (mf == 0)] = INF
-    cls[special & (mf != 0)] = NAN
+    if fmt.nan_only:
+        # e4m3: the all-ones exponent field is finite except S.1111.111, the NaN
+        cls[special & (mf == (1 << fmt.mbits) - 1)] = NAN
+    else:
+        cls[special & (mf == 0)] = INF
+        cls[special & (mf != 0)] = NAN
     return sign, sig.astype(np.int64), exp.astype(np.int64), cls
 
 
@@ -139,6 +157,8 @@ def round_exact(sign, mag, exp, fmt: FloatFormat, mode: str = "rn", *, sticky=No
     """
     if mode not in ROUNDING_MODES:
         raise bad_argument("mode", mode, f"expected one of {ROUNDING_MODES}")
+    if fmt.nan_only:
+        raise NotImplementedError(f"rounding to {fmt.name} (no Inf; NaN-only overflow rules) is not modelled")
     sign = np.asarray(sign).astype(np.int64) & 1
     mag = np.asarray(mag).astype(np.int64)
     if np.any(mag < 0):

@@ -40,6 +40,10 @@ Engines (all give the same bits; tests hold them to each other and to a Python-i
     once with ``formats.decode``), kept as a second implementation to check the fast one against.
   - "round_exact": the generic kernel's exact sums rounded by the shared ``formats.round_exact``
     (slow, kept to cross-check the fused rounding).
+
+``fused_mma`` is the same engine for other instructions that share the rule (flashsim.numerics.wgmma):
+A and B of any formats up to 16 bits, e4m3/e5m2 included (their k32 steps and mixed A/B formats run on
+the generic kernel), and any number of products per step.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ from numba.core.extending import intrinsic
 from flashsim.errors import bad_argument
 from flashsim.numerics.formats import BF16, F16, F32, INF, ZERO, FloatFormat, decode, round_exact
 
-__all__ = ["MODELS", "MmaModel", "gemm", "mma", "mma_m16n8k16", "mma_m16n8k8"]
+__all__ = ["MODELS", "MmaModel", "fused_mma", "gemm", "mma", "mma_m16n8k16", "mma_m16n8k8"]
 
 ATYPES = types.MappingProxyType({"f16": F16, "bf16": BF16})
 CTYPES = types.MappingProxyType({"f32": F32, "f16": F16})
@@ -181,12 +185,12 @@ def _zero_e(fmt: FloatFormat, model: MmaModel) -> int:
 
 @functools.lru_cache(maxsize=16)
 def _tables(fmt: FloatFormat, zero_e: int):
-    """Per 16-bit pattern: signed significand, E-exponent, class, sign (built with formats.decode).
+    """Per 16-bit (or 8-bit) pattern: signed significand, E-exponent, class, sign (built with formats.decode).
 
     E-exponent = unbiased exponent of the value's binade (subnormals: emin), so the significand's
     last bit weighs 2^(E-exponent - mbits); a zero gets ``zero_e``.  Read-only arrays.
     """
-    sign, sig, exp, cls = decode(np.arange(1 << 16, dtype=np.uint16), fmt)
+    sign, sig, exp, cls = decode(np.arange(1 << fmt.nbits).astype(fmt.dtype), fmt)
     ssig = np.where(sign == 1, -sig, sig).astype(np.int64)
     eexp = np.where(cls == ZERO, zero_e, exp + fmt.mbits).astype(np.int64)
     ssig[cls >= INF] = 0
@@ -321,14 +325,16 @@ def _all_negative_zeros(ca, ga, cb, gb, i, j, kn, ccls, csgn):
 
 
 @numba.njit(cache=True, nogil=True)
-def _mma_kernel(a, b, c, k0, kn, tsig, texp, tcls, tsgn, am, c32, czero_e, cm, frac, floor_abs, zero_ieee,
+def _mma_kernel(a, b, c, k0, kn, tsig, texp, tcls, tsgn, bsig, bexp, bcls, bsgn, csig_t, cexp_t, ccls_t, csgn_t,
+                am, bm, c32, czero_e, cm, frac, floor_abs, zero_ieee,
                 inline, dm, demin, demax, rn, sat, uf_plus, dnan,
                 out_bits, o_sign, o_mag, o_exp, o_code):
     """D (or its exact sums) for products k0..k0+kn-1 of every tile of the batch.
 
-    a (T,16,K) / b (T,K,8) uint16 patterns, c (T,16,8) patterns of D's format. A term's value is
-    sig * 2^(e - mbits); in units of 2^(E - frac) it is sig * 2^(frac - mbits) / 2^(E - e): its
-    magnitude is shifted left by max(frac - mbits, 0), then right (truncating) by the rest.
+    a (T,16,K) / b (T,K,8) uint16 (or uint8) patterns, c (T,16,8) patterns of D's format; A, B and a
+    16-bit C each decode through their own tables (t*, b*, c*_t; the C tables are unused for an f32 C).
+    A term's value is sig * 2^(e - mbits); in units of 2^(E - frac) it is sig * 2^(frac - mbits) /
+    2^(E - e): its magnitude is shifted left by max(frac - mbits, 0), then right (truncating) by the rest.
     """
     n_tiles = a.shape[0]
     sa = np.empty((16, kn), np.int64)
@@ -341,8 +347,8 @@ def _mma_kernel(a, b, c, k0, kn, tsig, texp, tcls, tsgn, am, c32, czero_e, cm, f
     gb = np.empty((8, kn), np.uint8)
     rowspec = np.empty(16, np.uint8)  # bit 0: the row (column) holds an Inf, bit 1: a NaN
     colspec = np.empty(8, np.uint8)
-    # a product significand carries 2*am fractional bits (am = mbits of A/B), C carries cm
-    lp = frac - 2 * am
+    # a product significand carries am + bm fractional bits (mbits of A and of B), C carries cm
+    lp = frac - (am + bm)
     lpl = max(lp, 0)
     lpr = max(-lp, 0)
     lc = frac - cm
@@ -367,11 +373,11 @@ def _mma_kernel(a, b, c, k0, kn, tsig, texp, tcls, tsgn, am, c32, czero_e, cm, f
         for k in range(kn):
             for j in range(8):
                 v = b[t, k0 + k, j]
-                sb[j, k] = tsig[v]
-                eb[j, k] = texp[v]
-                x = tcls[v]
+                sb[j, k] = bsig[v]
+                eb[j, k] = bexp[v]
+                x = bcls[v]
                 cb[j, k] = x
-                gb[j, k] = tsgn[v]
+                gb[j, k] = bsgn[v]
                 colspec[j] |= (x >> 1) << (x & 1)
         for i in range(16):
             for j in range(8):
@@ -379,10 +385,10 @@ def _mma_kernel(a, b, c, k0, kn, tsig, texp, tcls, tsgn, am, c32, czero_e, cm, f
                 if c32:
                     csig, cexp, ccls, csgn = _decode_f32(cv, czero_e, _EXCLUDED)
                 else:
-                    csig = tsig[cv]
-                    cexp = texp[cv]
-                    ccls = tcls[cv]
-                    csgn = tsgn[cv]
+                    csig = csig_t[cv]
+                    cexp = cexp_t[cv]
+                    ccls = ccls_t[cv]
+                    csgn = csgn_t[cv]
                 spec = rowspec[i] | colspec[j]
                 if spec != 0 or ccls >= 2:
                     if (spec & 2) != 0 or ccls == 3:
@@ -722,28 +728,36 @@ def _check_operand(x, name: str, dtype: np.dtype, trailing: tuple) -> np.ndarray
     return arr
 
 
-def _finish_round_exact(sign, mag, exp, code, dfmt: FloatFormat, mode: str, model: MmaModel) -> np.ndarray:
-    """Bits of D from the kernel's exact sums, rounded by the shared formats.round_exact."""
-    bits = round_exact(sign, mag, exp, dfmt, mode, satfinite=model.overflow == "saturate").astype(np.int64)
+def _finish_round_exact(sign, mag, exp, code, dfmt: FloatFormat, mode: str, model: MmaModel,
+                        sticky=None) -> np.ndarray:
+    """Bits of D from exact sums (-1)^sign * (mag + r) * 2^exp (r in (0, 1) where ``sticky``), rounded by the
+    shared formats.round_exact with the device's overflow, underflow and special-value rules.
+
+    ``mag`` must stay below 2^53 (its bit length is read through float64)."""
+    bits = round_exact(sign, mag, exp, dfmt, mode, sticky=sticky,
+                       satfinite=model.overflow == "saturate").astype(np.int64)
+    nonzero = mag > 0 if sticky is None else (mag > 0) | np.asarray(sticky, bool)
     if model.overflow == "inf":
         # the device overflows to Inf when |sum| >= 2^(emax+1), also under RZ (IEEE RZ would saturate)
         top = exp + np.frexp(mag.astype(np.float64))[1] - 1  # bit length of mag (< 2^53: exact)
         bits = np.where((mag > 0) & (top > dfmt.emax), dfmt.inf + sign.astype(np.int64) * dfmt.sign_bit, bits)
     if model.underflow_sign == "+0":
         # a nonzero sum that rounds to zero gives +0
-        bits = np.where((mag > 0) & ((bits & ~dfmt.sign_bit) == 0), 0, bits)
+        bits = np.where(nonzero & ((bits & ~dfmt.sign_bit) == 0), 0, bits)
     bits = np.where(code == _C_INF, dfmt.inf + sign.astype(np.int64) * dfmt.sign_bit, bits)
     bits = np.where(code == _C_NAN, dfmt.canonical_nan, bits)  # canonical NaN 0x7FFFFFFF / 0x7FFF
     return bits.astype(dfmt.dtype)
 
 
-def _step(a, b, c, k0, kn, afmt, dfmt, model: MmaModel, engine: str) -> np.ndarray:
+def _step(a, b, c, k0, kn, afmt, bfmt, dfmt, model: MmaModel, engine: str) -> np.ndarray:
     """One fused step of the generic kernel over products k0..k0+kn-1 plus C, rounded to D's format.
 
     a (T,16,K), b (T,K,8), c (T,16,8) contiguous; engine "generic" (rounded in the kernel) or "round_exact".
     """
-    tsig, texp, tcls, tsgn = _tables(afmt, _zero_e(afmt, model))
+    ta = _tables(afmt, _zero_e(afmt, model))
+    tb = _tables(bfmt, _zero_e(bfmt, model))
     c32 = dfmt is F32
+    tc = ta if c32 else _tables(dfmt, _zero_e(dfmt, model))  # an f32 C decodes in the kernel (_decode_f32)
     floor_abs = _EXCLUDED if model.e_floor is None else dfmt.emin + model.e_floor
     mode = model.round_f32 if dfmt is F32 else model.round_f16
     inline = engine != "round_exact"
@@ -759,7 +773,7 @@ def _step(a, b, c, k0, kn, afmt, dfmt, model: MmaModel, engine: str) -> np.ndarr
         o_mag = np.empty(shape, np.int64)
         o_exp = np.empty(shape, np.int64)
         o_code = np.empty(shape, np.uint8)
-    _mma_kernel(a, b, c, k0, kn, tsig, texp, tcls, tsgn, afmt.mbits, c32, _zero_e(dfmt, model), dfmt.mbits,
+    _mma_kernel(a, b, c, k0, kn, *ta, *tb, *tc, afmt.mbits, bfmt.mbits, c32, _zero_e(dfmt, model), dfmt.mbits,
                 model.frac_bits, floor_abs, model.zero_sign == "ieee",
                 inline, dfmt.mbits, dfmt.emin, dfmt.emax, mode == "rn", model.overflow == "saturate",
                 model.underflow_sign == "+0", dfmt.canonical_nan,
@@ -788,6 +802,7 @@ def _fast_params(afmt: FloatFormat, dfmt: FloatFormat, model: MmaModel) -> np.nd
 @dataclass(frozen=True, eq=False)
 class _Plan:
     afmt: FloatFormat
+    bfmt: FloatFormat
     dfmt: FloatFormat
     model: MmaModel
     step: int
@@ -798,6 +813,18 @@ class _Plan:
 
 _U16 = np.dtype(np.uint16)
 _PLANS: dict = {}  # (k, atype, ctype, arch, model, engine) -> _Plan, for valid calls only
+
+
+def _make_plan(k: int, afmt: FloatFormat, bfmt: FloatFormat, dfmt: FloatFormat, model: MmaModel, engine: str) -> _Plan:
+    """The plan of a fused dot product of k products per output (arguments already validated)."""
+    step = k if model.products_per_step is None else model.products_per_step
+    if k % step:
+        raise bad_argument("model", model.name, f"products_per_step={step} does not divide k={k}")
+    # the fast kernel is unrolled for 8 or 16 products per step and decodes A and B as one IEEE 16-bit format
+    if engine == "numba" and (step not in (8, 16) or afmt is not bfmt or afmt not in (F16, BF16)):
+        engine = "generic"
+    params = _fast_params(afmt, dfmt, model) if engine == "numba" else None
+    return _Plan(afmt, bfmt, dfmt, model, step, engine, np.dtype(dfmt.dtype), params)
 
 
 def _plan(k, atype, ctype, arch, model, engine) -> _Plan:
@@ -827,39 +854,15 @@ def _plan(k, atype, ctype, arch, model, engine) -> _Plan:
         model = MODELS[arch]
     elif not isinstance(model, MmaModel):
         raise bad_argument("model", model, "expected an MmaModel (see flashsim.numerics.mma.MODELS)")
-    step = k if model.products_per_step is None else model.products_per_step
-    if k % step:
-        raise bad_argument("model", model.name, f"products_per_step={step} does not divide k={k}")
-    if engine == "numba" and step not in (8, 16):
-        engine = "generic"  # the fast kernel is unrolled for 8 or 16 products per step
-    afmt, dfmt = ATYPES[atype], CTYPES[ctype]
-    params = _fast_params(afmt, dfmt, model) if engine == "numba" else None
-    plan = _Plan(afmt, dfmt, model, step, engine, np.dtype(dfmt.dtype), params)
+    afmt = ATYPES[atype]
+    plan = _make_plan(k, afmt, afmt, CTYPES[ctype], model, engine)
     if len(_PLANS) < 256:
         _PLANS[key] = plan
     return plan
 
 
-def mma(a, b, c, *, k: int, atype: str, ctype: str, arch: str = "sm_90", model: MmaModel | None = None,
-        engine: str = "numba") -> np.ndarray:
-    """D = A @ B + C for batches of m16n8k{k} tiles, bit for bit as the tensor core computes it.
-
-    a: (..., 16, k) uint16 A patterns (row-major); b: (..., k, 8) uint16 B patterns (K x N);
-    c: (..., 16, 8) C patterns (uint32 for ctype="f32", uint16 for "f16"); equal batch shapes.
-    ``model`` overrides ``MODELS[arch]`` (for experiments). ``engine``: "numba" (the fast kernel),
-    "generic" (the scalar per-output kernel it replaced, kept as a cross-check) or "round_exact"
-    (the generic kernel's exact sums rounded by formats.round_exact); all give the same bits.
-    """
-    plan = _plan(k, atype, ctype, arch, model, engine)
-    dfmt = plan.dfmt
-    a = _check_operand(a, "a", _U16, (16, k))
-    b = _check_operand(b, "b", _U16, (k, 8))
-    c = _check_operand(c, "c", plan.ddtype, (16, 8))
-    batch = a.shape[:-2]
-    if b.shape[:-2] != batch:
-        raise bad_argument("b", b.shape, f"batch shape {b.shape[:-2]} differs from a's {batch} (no broadcasting)")
-    if c.shape[:-2] != batch:
-        raise bad_argument("c", c.shape, f"batch shape {c.shape[:-2]} differs from a's {batch} (no broadcasting)")
+def _run(plan: _Plan, a, b, c, k: int) -> np.ndarray:
+    """D = A @ B + C over checked (..., 16, k), (..., k, 8), (..., 16, 8) operands with equal batch shapes."""
     step = plan.step
     if plan.engine == "numba":
         # (T, 16*k), (T, k*8), (T, 128) row-major views (copies only of non-contiguous operands)
@@ -876,8 +879,70 @@ def mma(a, b, c, *, k: int, atype: str, ctype: str, arch: str = "sm_90", model: 
     d = np.ascontiguousarray(c.reshape(-1, 16, 8))
     # chained steps (sm_80): each step's D, rounded to D's format, is the next step's C
     for k0 in range(0, k, step):
-        d = _step(a3, b3, d, k0, step, plan.afmt, dfmt, plan.model, plan.engine)
+        d = _step(a3, b3, d, k0, step, plan.afmt, plan.bfmt, plan.dfmt, plan.model, plan.engine)
     return d.reshape(c.shape)
+
+
+def _check_batch(a, b, c) -> None:
+    batch = a.shape[:-2]
+    if b.shape[:-2] != batch:
+        raise bad_argument("b", b.shape, f"batch shape {b.shape[:-2]} differs from a's {batch} (no broadcasting)")
+    if c.shape[:-2] != batch:
+        raise bad_argument("c", c.shape, f"batch shape {c.shape[:-2]} differs from a's {batch} (no broadcasting)")
+
+
+def mma(a, b, c, *, k: int, atype: str, ctype: str, arch: str = "sm_90", model: MmaModel | None = None,
+        engine: str = "numba") -> np.ndarray:
+    """D = A @ B + C for batches of m16n8k{k} tiles, bit for bit as the tensor core computes it.
+
+    a: (..., 16, k) uint16 A patterns (row-major); b: (..., k, 8) uint16 B patterns (K x N);
+    c: (..., 16, 8) C patterns (uint32 for ctype="f32", uint16 for "f16"); equal batch shapes.
+    ``model`` overrides ``MODELS[arch]`` (for experiments). ``engine``: "numba" (the fast kernel),
+    "generic" (the scalar per-output kernel it replaced, kept as a cross-check) or "round_exact"
+    (the generic kernel's exact sums rounded by formats.round_exact); all give the same bits.
+    """
+    plan = _plan(k, atype, ctype, arch, model, engine)
+    a = _check_operand(a, "a", _U16, (16, k))
+    b = _check_operand(b, "b", _U16, (k, 8))
+    c = _check_operand(c, "c", plan.ddtype, (16, 8))
+    _check_batch(a, b, c)
+    return _run(plan, a, b, c, k)
+
+
+_FUSED_PLANS: dict = {}  # (k, afmt, bfmt, dfmt, model, engine) -> _Plan
+
+
+def fused_mma(a, b, c, *, k: int, afmt: FloatFormat, bfmt: FloatFormat, dfmt: FloatFormat, model: MmaModel,
+              engine: str = "numba") -> np.ndarray:
+    """The fused tensor-core dot product of ``model`` on m16n8k{k} tiles of any input formats: the engine of
+    :func:`mma`, for instructions that share its rule (wgmma: flashsim.numerics.wgmma).
+
+    a: (..., 16, k) patterns of ``afmt`` (uint16, or uint8 for e4m3/e5m2), b: (..., k, 8) of ``bfmt``,
+    c: (..., 16, 8) of ``dfmt`` (f32 or f16). ``model`` is required: which rule holds for which
+    instruction is the caller's claim. k: any positive multiple of ``model.products_per_step``.
+    """
+    key = (k, afmt, bfmt, dfmt, model, engine)
+    plan = _FUSED_PLANS.get(key)
+    if plan is None:
+        if not _is_int(k) or not 1 <= k <= 256:
+            raise bad_argument("k", k, "expected a positive int (products per output), at most 256")
+        for name, fmt in (("afmt", afmt), ("bfmt", bfmt)):
+            if not isinstance(fmt, FloatFormat) or fmt.nbits > 16:
+                raise bad_argument(name, fmt, "expected a FloatFormat of at most 16 bits (f16, bf16, e4m3, e5m2)")
+        if dfmt not in (F32, F16):
+            raise bad_argument("dfmt", dfmt, "the accumulator is F32 or F16")
+        if not isinstance(model, MmaModel):
+            raise bad_argument("model", model, "expected an MmaModel")
+        if engine not in ENGINES:
+            raise bad_argument("engine", engine, f"expected one of {ENGINES}")
+        plan = _make_plan(k, afmt, bfmt, dfmt, model, engine)
+        if len(_FUSED_PLANS) < 256:
+            _FUSED_PLANS[key] = plan
+    a = _check_operand(a, "a", np.dtype(afmt.dtype), (16, k))
+    b = _check_operand(b, "b", np.dtype(bfmt.dtype), (k, 8))
+    c = _check_operand(c, "c", plan.ddtype, (16, 8))
+    _check_batch(a, b, c)
+    return _run(plan, a, b, c, k)
 
 
 def mma_m16n8k16(a, b, c, *, atype: str, ctype: str, arch: str = "sm_90", model: MmaModel | None = None) -> np.ndarray:

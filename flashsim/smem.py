@@ -304,7 +304,7 @@ def wavefronts(addr: Any, *, width: int = 4, op: str = "ld", active: Any = None,
 # Which lanes are "on" is the SASS interpreter's part: for LDGSTS.BYPASS with a guard or a source
 # predicate in P0 the counters read P0 as CP_ASYNC_P0 says (flashsim.sass.ops_mem applies it).
 
-_COPY_KEYS = ("src", "reads", "bypass", "zfill")
+_COPY_KEYS = ("src", "reads", "bypass", "zfill", "nread")
 _MAX_WF = 72  # wavefronts of one cp.async.ca phase: below 2 x 32 + 1
 
 
@@ -452,7 +452,7 @@ def _lane_bools(name: str, v: Any, shape: tuple) -> np.ndarray:
 
 
 def cp_async_wavefronts(dst: Any, *, width: int = 16, src: Any = None, active: Any = None, reads: Any = None,
-                        bypass: bool = False, zfill: bool = False, lanes: bool = False):
+                        bypass: bool = False, zfill: bool = False, nread: Any = None, lanes: bool = False):
     """Wavefronts and ideal wavefronts of cp.async warp instruction(s) as Nsight Compute counts them on
     sm_90 (the rule in the comment above, measured on the H100).
 
@@ -460,7 +460,8 @@ def cp_async_wavefronts(dst: Any, *, width: int = 16, src: Any = None, active: A
     (..., 32), default ``16 * lane`` (what the measured probes read); ``active``: the lanes on (default
     all); ``reads``: the lanes on that read global memory (default: every lane on; the rest zero-fill);
     ``bypass``: cp.async.cg (LDGSTS.BYPASS, 16 bytes only); ``zfill``: the LDGSTS .ZFILL form (a src-size
-    only known at run time), whose .cg copy always takes the zero-fill pass. Returns int32 (wavefronts,
+    only known at run time), whose .cg copy always takes the zero-fill pass; ``nread``: for .ZFILL, the bytes
+    each lane reads (its src-size; recorded with the count, not used by the rule yet). Returns int32 (wavefronts,
     ideal) of shape (...), and with ``lanes=True`` also each lane's wavefront (0-based, -1 for lanes off;
     a .cg lane in both the read and the zero-fill pass shows its zero-fill wavefront, so that the highest
     plus one is the count).

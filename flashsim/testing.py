@@ -22,9 +22,12 @@ after the launch, so outputs and in-place buffers are checked alike) and numpy s
 
 On a difference the error names the array and the first differing element (index, both values as numbers
 and bit patterns) and, from the interpreter re-run with a watch on that element, the instruction that
-stored it: PC, SASS, source line, CTA, warp, lane, the register and the value it stored. Where the
-kernel's arithmetic first left the GPU's path before that store is not located (the GPU's registers
-inside a kernel are not read).
+stored it: PC, SASS, source line, CTA, warp, lane, the register and the value it stored. Under ``--gpu``,
+for a module built from CUDA source, it also names where the kernel's arithmetic first left the GPU's
+path in the thread that stored that element (:mod:`flashsim.locate`: an instrumented build that logs the
+thread's register writes runs on both sides): the PTX instruction, its source line, the thread, the
+how-many-th execution of that instruction it was in the thread, and both values. The exception's
+``divergence`` attribute holds the whole comparison (``.text()``, ``.logs``), or None.
 """
 
 from __future__ import annotations
@@ -45,7 +48,10 @@ __all__ = ["GoldenMissing", "KernelMismatch", "assert_matches_gpu", "code_digest
 
 
 class KernelMismatch(FlashsimError, AssertionError):
-    """The interpreter's results differ from the GPU's (or from the stored GPU results)."""
+    """The interpreter's results differ from the GPU's (or from the stored GPU results). ``divergence``:
+    the located first divergent instruction (a :class:`flashsim.locate.Divergence`), or None."""
+
+    divergence = None
 
 
 class GoldenMissing(FlashsimError, AssertionError):
@@ -195,7 +201,34 @@ def _fmt(a: np.ndarray, flat: int) -> str:
     return f"{v!r} ({hexs})"
 
 
-def _compare(mod, name, grid, block, args, shared_mem, exec_options, want: list, got: list, what: str) -> None:
+def _locate_lines(mod, name, grid, block, args, shared_mem, exec_options, access, gpu: bool):
+    """The located first divergence, in a few lines (and the Divergence, or None)."""
+    if not gpu:
+        return ["  locating the first divergent instruction needs the GPU (pytest --gpu): an instrumented build "
+                "of the kernel runs on both sides"], None
+    from flashsim.sass.toolchain import build_of
+
+    build = build_of(mod.cubin)
+    if build is None:
+        return ["  locating the first divergent instruction needs the kernel's CUDA source (a module built with "
+                "flashsim.cuda.RawModule(code=...)); this one came from cubin bytes"], None
+    if access is None:
+        return ["  no thread to log (no store of the interpreter wrote the element): the first divergent "
+                "instruction is not located"], None
+    from flashsim.locate import Thread, locate_first_divergence
+
+    try:
+        thread = Thread.of(grid, block, ctaid=access.ctaid, warp=access.warp, lane=access.lane)
+        d = locate_first_divergence(build, name, grid, block, args, thread=thread, shared_mem=shared_mem,
+                                    exec_options=exec_options, plain_outputs_differ=True)
+    except (FlashsimError, NotImplementedError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return [f"  locating the first divergent instruction failed: {type(exc).__name__}: {first}"], None
+    return ["  " + line for line in d.summary()], d
+
+
+def _compare(mod, name, grid, block, args, shared_mem, exec_options, want: list, got: list, what: str,
+             gpu: bool = False) -> None:
     for i, (w, g) in enumerate(zip(want, got)):
         if w is None:
             continue
@@ -208,9 +241,10 @@ def _compare(mod, name, grid, block, args, shared_mem, exec_options, want: list,
                f"elements; first at index {tuple(int(x) for x in idx)}: {what} {_fmt(w, flat)}, interpreter "
                f"{_fmt(g, flat)}"]
         _, report = _run_interp(mod, name, grid, block, args, shared_mem, exec_options, watch=(i, flat))
+        access = None
         if report is not None and report.writes:
             last = report.writes[-1]
-            acc = last["access"]
+            acc = access = last["access"]
             words = ", ".join(f"{x:#010x}" for x in last["words"])
             msg.append(f"  the interpreter stored it last at pc={acc.pc:#06x} `{acc.sass}` {acc.location} "
                        f"cta={acc.cta} warp={acc.warp} lane={acc.lane}: {last['register'] or 'a constant'} = {words} "
@@ -218,7 +252,11 @@ def _compare(mod, name, grid, block, args, shared_mem, exec_options, want: list,
         else:
             msg.append("  no STG/ST of the interpreter touched that element (written by an atomic, or never "
                        "written by the kernel)")
-        raise KernelMismatch("\n".join(msg))
+        lines, divergence = _locate_lines(mod, name, grid, block, args, shared_mem, exec_options, access, gpu)
+        msg.extend(lines)
+        exc = KernelMismatch("\n".join(msg))
+        exc.divergence = divergence
+        raise exc
 
 
 def _golden_path(name: str, key: str) -> Path:
@@ -277,5 +315,5 @@ def assert_matches_gpu(module, name: str, grid, block, args: Sequence[Any], *, s
                 "@settings(derandomize=True) to be drawn again the same way)")
         want = _load_golden(path, len(args))
         what = f"the stored GPU result ({path.name})"
-    _compare(mod, name, grid, block, args, int(shared_mem), exec_options, want, got, what)
+    _compare(mod, name, grid, block, args, int(shared_mem), exec_options, want, got, what, gpu=_SESSION.gpu)
     return got

@@ -33,6 +33,7 @@ for stage in ${STAGES:-validate sfu banks races fa fa_validate ncu_fa bench_fa t
     bench_trace) timeout 200 python benchmarks/bench_trace_gpu.py --json "$R/bench_trace.json" > "$R/bench_trace.log" 2>&1 ;;
     sfu)    timeout 150 python -m flashsim.gpu.validate_sfu --out "$R/sfu" "$@" > "$R/sfu.log" 2>&1 ;;
     wgmma)  timeout 300 python -m flashsim.gpu.validate_wgmma --out "$R/wgmma" > "$R/wgmma.log" 2>&1 ;;
+    locate) timeout 300 python -m flashsim.gpu.locate_check --out "$R/locate" > "$R/locate.log" 2>&1 ;;
     banks)  timeout 200 python -m flashsim.gpu.check_banks --out "$R/banks" --timeout 190 > "$R/banks.log" 2>&1 ;;
     races)  timeout 120 python -m flashsim.gpu.check_races --out "$R/races" --timeout 30 > "$R/races.log" 2>&1 ;;
     sass_env) python - > "$R/sass_env.log" 2>&1 <<'PY'

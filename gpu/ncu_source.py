@@ -208,11 +208,12 @@ def random_ldgsts_tables(seed: int = 2026) -> np.ndarray:
     return np.concatenate([dst.ravel(), src.ravel(), on.ravel(), aux.ravel(), data]).view(np.uint8)
 
 
-def _random_ldgsts_case() -> Case:
+def _random_ldgsts_case(name: str = "probe_ldgsts_random", seed: int = 2026) -> Case:
+    """probe_ldgsts_random.cu (one kernel for every seed) on the tables of random_ldgsts_tables(seed)."""
     def run(backend: str):
         from flashsim.gpu import runtime
 
-        gsrc = random_ldgsts_tables()
+        gsrc = random_ldgsts_tables(seed)
         if backend == "interp":
             import flashsim.cuda as fc
 
@@ -223,8 +224,8 @@ def _random_ldgsts_case() -> Case:
             k = runtime.get_cubin_kernel(RANDOM_LDGSTS_FILE, "probe_ldgsts_random")
             runtime.launch(k, 1, 32, (cupy.asarray(gsrc), cupy.zeros(32, cupy.uint32)))
 
-    return Case("probe_ldgsts_random", RANDOM_LDGSTS_FILE, "probe_ldgsts_random",
-                "probe_ldgsts_random: one warp, 48 drawn cp.async patterns (held out from the rule's fit)", run, (),
+    return Case(name, RANDOM_LDGSTS_FILE, "probe_ldgsts_random",
+                f"{name}: one warp, 48 drawn cp.async patterns (seed {seed}; held out from the rule's fit)", run, (),
                 probe=True)
 
 
@@ -247,6 +248,7 @@ def _cases() -> dict[str, Case]:
         _probe_case("probe_ldgsts", "probe_ldgsts", LDGSTS_PROBE_FILE, 32, 8192),
         _probe_case("probe_ldgsts_warps", "probe_ldgsts_warps", LDGSTS_PROBE_FILE, 64, 8192),
         _random_ldgsts_case(),
+        _random_ldgsts_case("probe_ldgsts_random2", 2027),
     ]
     return {c.name: c for c in cs}
 

@@ -595,11 +595,11 @@ H100_SAMPLES = Path(__file__).resolve().parents[1] / "traces" / "wgmma" / "wgmma
 
 
 def test_the_h100_samples_replay_bit_for_bit():
-    """The GPU outputs stored on the H100 (every form, N 8 and 16, chains of 1, 2, 4) recomputed by the model:
+    """The GPU outputs stored on the H100 (every form, N 8, chains of 1 and 2) recomputed by the model:
     every f16/bf16 form and e4m3 -> f16 bit for bit; the fp8 -> f32 forms, which no hypothesis reproduced
     on the H100, still differ under the closest one, and the model refuses them without model=."""
     replay = V.replay_samples(H100_SAMPLES)
-    assert len(replay) == 66
+    assert len(replay) == 22  # N = 8: 11 forms x chains of 1 and 2
     for group, (mism, n) in replay.items():
         form = group.split("/")[0]
         fp8_f32 = form.split(".")[1] == "f32" and form.split(".")[2] in ("e4m3", "e5m2")

@@ -387,7 +387,11 @@ def ldgsts(ctx: Ctx):
         if zfill:
             counted_reads = counted_reads & ((width - nzero) > 0)
         # (the observer, a trace, sees the counted lanes too: its records add up to the counts)
-        smem.account(tag, "ldgsts", d, width, counted, src=s, reads=counted_reads, bypass=bypass, zfill=zfill)
+        if zfill:  # the bytes each lane reads (its src-size)
+            smem.account(tag, "ldgsts", d, width, counted, src=s, reads=counted_reads, bypass=bypass, zfill=zfill,
+                         nread=width - nzero)
+        else:
+            smem.account(tag, "ldgsts", d, width, counted, src=s, reads=counted_reads, bypass=bypass, zfill=zfill)
     if p0_guard:
         run.control = True
     return run

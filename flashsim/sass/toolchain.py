@@ -8,7 +8,9 @@ program and asked for JSON. Sources are compiled the way ``cupy.RawModule`` comp
 
 from __future__ import annotations
 
+import collections
 import ctypes
+import dataclasses
 import functools
 import hashlib
 import json
@@ -23,7 +25,8 @@ from typing import Sequence
 
 from flashsim.errors import FlashsimError, bad_argument
 
-__all__ = ["CUPY_OPTIONS", "CompileError", "ToolchainError", "compile_cuda", "disassemble", "nvdisasm_path",
+__all__ = ["CUPY_OPTIONS", "CompileError", "CudaBuild", "PtxLinkError", "ToolchainError", "build_of",
+           "compile_cuda", "compile_cuda_ptx", "disassemble", "link_ptx", "nvdisasm_path", "nvjitlink_version",
            "nvrtc_version", "versions"]
 
 #: Options cupy appends to the user's for every NVRTC compilation of a RawModule/RawKernel on an sm_90
@@ -50,8 +53,10 @@ class CompileError(FlashsimError):
 
 def _nvidia_file(rel: str) -> Path | None:
     """``nvidia/cu13/<rel>`` from NVIDIA's wheels (the namespace package may span several folders; the
-    environment variables FLASHSIM_NVRTC and FLASHSIM_NVDISASM name the library and the program directly)."""
-    env = {"lib/libnvrtc.so.13": "FLASHSIM_NVRTC", "bin/nvdisasm": "FLASHSIM_NVDISASM"}.get(rel)
+    environment variables FLASHSIM_NVRTC, FLASHSIM_NVDISASM and FLASHSIM_NVJITLINK name the libraries and the
+    program directly)."""
+    env = {"lib/libnvrtc.so.13": "FLASHSIM_NVRTC", "bin/nvdisasm": "FLASHSIM_NVDISASM",
+           "lib/libnvJitLink.so.13": "FLASHSIM_NVJITLINK"}.get(rel)
     if env and os.environ.get(env):
         p = Path(os.environ[env])
         if not p.is_file():
@@ -191,17 +196,9 @@ def _cache_write(key: str, cubin: bytes, log: str, lowered: dict) -> None:
         pass  # a read-only or full disk only costs a recompile
 
 
-def compile_cuda(source: str, *, name: str = "kernel.cu", options: Sequence[str] = (),
-                 name_expressions: Sequence[str] = (), lineinfo: bool = True,
-                 key_options: Sequence[str] | None = None) -> tuple[bytes, str, dict[str, str]]:
-    """Compile CUDA C++ ``source`` for sm_90 with NVRTC as cupy does (plus ``-lineinfo`` if asked).
-
-    Returns (cubin bytes, NVRTC log, {name expression: lowered (mangled) name}). Raises CompileError with
-    the log when NVRTC rejects the source. Results are cached on disk (:func:`cache_dir`), keyed by the
-    pinned NVRTC, the options, the name expressions and the source; ``key_options`` replaces the options
-    in the key (a caller whose include path is a machine-specific absolute path keys by a relative one,
-    so a cache filled on one machine serves another).
-    """
+def _nvrtc_options(source, options, lineinfo: bool) -> tuple[list[str], list[str]]:
+    """(every NVRTC option, the line-table options) of a compilation of ``source`` with ``options``, checked:
+    the user's options, the CUDA headers' folder (cupy puts the toolkit's there), cupy's own, line tables."""
     if not isinstance(source, str):
         raise bad_argument("code", type(source).__name__, "expected the CUDA source as a str")
     if isinstance(options, str):
@@ -211,14 +208,13 @@ def compile_cuda(source: str, *, name: str = "kernel.cu", options: Sequence[str]
             raise bad_argument("options", tuple(options), f"every option must be a str, got {o!r}")
     lines = [LINEINFO] if lineinfo and LINEINFO not in options and "--generate-line-info" not in options else []
     include = cuda_include()
-    # the user's options, the CUDA headers' folder (cupy puts the toolkit's there), cupy's own, line tables
-    opts = [*options, *([f"--include-path={include}"] if include is not None else []), *CUPY_OPTIONS, *lines]
-    # the key leaves out the headers' folder (machine-specific; HEADERS_PIN stands for its contents)
-    key = _cache_key(source, name, [*(options if key_options is None else key_options), *CUPY_OPTIONS, *lines],
-                     tuple(name_expressions))
-    hit = _cache_read(key)
-    if hit is not None:
-        return hit
+    return [*options, *([f"--include-path={include}"] if include is not None else []), *CUPY_OPTIONS, *lines], lines
+
+
+def _nvrtc_run(source: str, name: str, opts: Sequence[str], name_expressions: Sequence[str],
+               output: str) -> tuple[bytes, str, dict[str, str]]:
+    """One NVRTC compilation: (its output, "CUBIN" or "PTX", as bytes; the log; {name expression: lowered
+    name}). Raises CompileError with the log when NVRTC rejects the source."""
     lib = _nvrtc()
     if nvrtc_version() != "13.0":
         raise ToolchainError(f"NVRTC {nvrtc_version()} found; flashsim compiles with 13.0 ({NVRTC_PIN}), the "
@@ -235,17 +231,41 @@ def compile_cuda(source: str, *, name: str = "kernel.cu", options: Sequence[str]
             log = _get(lib, prog, "nvrtcGetProgramLogSize", "nvrtcGetProgramLog").rstrip(b"\0").decode(errors="replace")
             if rc != 0:
                 raise CompileError(name, log or lib.nvrtcGetErrorString(rc).decode())
-            cubin = _get(lib, prog, "nvrtcGetCUBINSize", "nvrtcGetCUBIN")
-            if not cubin:
-                raise ToolchainError(f"NVRTC produced no cubin for {name} (options {opts}): is the target a real sm_XY?")
+            out = _get(lib, prog, f"nvrtcGet{output}Size", f"nvrtcGet{output}")
             lowered = {}
             for expr in name_expressions:
-                out = ctypes.c_char_p()
-                _check(lib, lib.nvrtcGetLoweredName(prog, expr.encode(), ctypes.byref(out)), "nvrtcGetLoweredName")
-                lowered[expr] = out.value.decode()
+                low = ctypes.c_char_p()
+                _check(lib, lib.nvrtcGetLoweredName(prog, expr.encode(), ctypes.byref(low)), "nvrtcGetLoweredName")
+                lowered[expr] = low.value.decode()
         finally:
             lib.nvrtcDestroyProgram(ctypes.byref(prog))
+    return out, log, lowered
+
+
+def compile_cuda(source: str, *, name: str = "kernel.cu", options: Sequence[str] = (),
+                 name_expressions: Sequence[str] = (), lineinfo: bool = True,
+                 key_options: Sequence[str] | None = None) -> tuple[bytes, str, dict[str, str]]:
+    """Compile CUDA C++ ``source`` for sm_90 with NVRTC as cupy does (plus ``-lineinfo`` if asked).
+
+    Returns (cubin bytes, NVRTC log, {name expression: lowered (mangled) name}). Raises CompileError with
+    the log when NVRTC rejects the source. Results are cached on disk (:func:`cache_dir`), keyed by the
+    pinned NVRTC, the options, the name expressions and the source; ``key_options`` replaces the options
+    in the key (a caller whose include path is a machine-specific absolute path keys by a relative one,
+    so a cache filled on one machine serves another).
+    """
+    opts, lines = _nvrtc_options(source, options, lineinfo)
+    # the key leaves out the headers' folder (machine-specific; HEADERS_PIN stands for its contents)
+    key = _cache_key(source, name, [*(options if key_options is None else key_options), *CUPY_OPTIONS, *lines],
+                     tuple(name_expressions))
+    hit = _cache_read(key)
+    if hit is not None:
+        _remember(hit[0], source, name, options, name_expressions, lineinfo)
+        return hit
+    cubin, log, lowered = _nvrtc_run(source, name, opts, name_expressions, "CUBIN")
+    if not cubin:
+        raise ToolchainError(f"NVRTC produced no cubin for {name} (options {opts}): is the target a real sm_XY?")
     _cache_write(key, cubin, log, lowered)
+    _remember(cubin, source, name, options, name_expressions, lineinfo)
     return cubin, log, lowered
 
 
@@ -279,3 +299,148 @@ def _disassemble_cached(digest: str, cubin: bytes) -> tuple:
 def disassemble(cubin: bytes) -> list:
     """nvdisasm's JSON for ``cubin``: [header, [functions with 'sass-instructions'], {'files': ...}]."""
     return list(_disassemble_cached(hashlib.sha256(cubin).hexdigest(), bytes(cubin)))
+
+
+# --------------------------------------------------------------------------------------------------
+# The same compilation as PTX, and PTX linked to a cubin (nvJitLink): the instrumented builds of
+# flashsim.sass.ptxlog. compile_cuda above is untouched by these.
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CudaBuild:
+    """How :func:`compile_cuda` built a cubin: enough to compile the same source again (as PTX)."""
+
+    source: str
+    name: str
+    options: tuple[str, ...]
+    name_expressions: tuple[str, ...]
+    lineinfo: bool
+
+
+_BUILDS: "collections.OrderedDict[str, CudaBuild]" = collections.OrderedDict()
+_BUILDS_MAX = 512
+
+
+def _remember(cubin: bytes, source, name, options, name_expressions, lineinfo) -> None:
+    """Note which source a cubin came from (in this process, the latest few hundred builds)."""
+    digest = hashlib.sha256(cubin).hexdigest()
+    with _LOCK:
+        _BUILDS[digest] = CudaBuild(source, name, tuple(options), tuple(name_expressions), bool(lineinfo))
+        _BUILDS.move_to_end(digest)
+        while len(_BUILDS) > _BUILDS_MAX:
+            _BUILDS.popitem(last=False)
+
+
+def build_of(cubin: bytes) -> CudaBuild | None:
+    """The source and options :func:`compile_cuda` built ``cubin`` from in this process, or None (a cubin
+    read from a file or made elsewhere)."""
+    with _LOCK:
+        return _BUILDS.get(hashlib.sha256(bytes(cubin)).hexdigest())
+
+
+def compile_cuda_ptx(source: str, *, name: str = "kernel.cu", options: Sequence[str] = (),
+                     name_expressions: Sequence[str] = (), lineinfo: bool = True) -> tuple[str, str, dict[str, str]]:
+    """The PTX of exactly the compilation :func:`compile_cuda` makes of ``source`` (same options, so the
+    same front end and optimiser run; ``-lineinfo`` adds ``.loc`` directives and the ``.file`` table).
+
+    Returns (PTX text, NVRTC log, {name expression: lowered name}); not cached."""
+    opts, _ = _nvrtc_options(source, options, lineinfo)
+    ptx, log, lowered = _nvrtc_run(source, name, opts, name_expressions, "PTX")
+    ptx = ptx.rstrip(b"\0").decode()
+    return ptx, log, lowered
+
+
+#: nvJitLink from the same CUDA release as the NVRTC pin (its ptxas is the one inside that NVRTC).
+NVJITLINK_PIN = "nvidia-nvjitlink==13.0.88"
+_NVJITLINK_INPUT_PTX = 2  # nvJitLinkInputType: NVJITLINK_INPUT_PTX
+_NVJITLINK_ERRORS = ("success", "unrecognized option", "missing -arch", "invalid input", "PTX compile error",
+                     "NVVM compile error", "internal error", "thread pool error", "unrecognized input",
+                     "finalizer error", "null input", "incompatible options", "incorrect input type",
+                     "arch mismatch", "outdated library", "missing fatbin", "unrecognized -arch",
+                     "unsupported -arch", "requires -lto")
+
+
+class PtxLinkError(CompileError):
+    """nvJitLink (its ptxas) rejected PTX; ``.log`` holds its log, ``.name`` the PTX's name."""
+
+    def __init__(self, name: str, log: str):
+        self.name, self.log = name, log
+        FlashsimError.__init__(self, f"nvJitLink failed to assemble {name}:\n{log.rstrip()}")
+
+
+class _JitLink:
+    """libnvJitLink's entry points (the versioned ``__nvJitLinkX_13_0`` symbols its header maps to)."""
+
+    def __init__(self, lib: ctypes.CDLL):
+        self.lib = lib
+        for fn in ("Create", "Destroy", "AddData", "Complete", "GetLinkedCubinSize", "GetLinkedCubin",
+                   "GetErrorLogSize", "GetErrorLog", "GetInfoLogSize", "GetInfoLog"):
+            f = getattr(lib, f"__nvJitLink{fn}_13_0", None) or getattr(lib, f"nvJitLink{fn}")
+            setattr(self, fn, f)
+
+
+@functools.lru_cache(maxsize=1)
+def _nvjitlink() -> _JitLink:
+    path = _nvidia_file("lib/libnvJitLink.so.13")
+    if path is None:
+        raise ToolchainError(f"nvJitLink 13 is not installed: pip install {NVJITLINK_PIN} (or set "
+                             "FLASHSIM_NVJITLINK to a libnvJitLink.so)")
+    try:
+        return _JitLink(ctypes.CDLL(str(path)))
+    except (OSError, AttributeError) as exc:
+        raise ToolchainError(f"cannot use {path} as nvJitLink 13: {exc}") from None
+
+
+def nvjitlink_version() -> str:
+    """nvJitLink's version as 'major.minor'."""
+    major, minor = ctypes.c_uint(), ctypes.c_uint()
+    _nvjitlink().lib.nvJitLinkVersion(ctypes.byref(major), ctypes.byref(minor))
+    return f"{major.value}.{minor.value}"
+
+
+def link_ptx(ptx: str, *, name: str = "module.ptx", arch: str = "sm_90", lineinfo: bool = True,
+             options: Sequence[str] = ()) -> bytes:
+    """Assemble and link ``ptx`` into a cubin for ``arch`` with nvJitLink (ptxas inside; no GPU needed).
+    A PTX error raises PtxLinkError (a CompileError) with nvJitLink's log.
+
+    nvJitLink runs ptxas in its separate-compilation mode and then links, so the SASS is not the SASS
+    NVRTC makes of the same PTX in one step (scheduling and shared-variable placement differ): a linked
+    build is a build of its own, to be compared with itself on GPU and interpreter."""
+    if not isinstance(ptx, str):
+        raise bad_argument("ptx", type(ptx).__name__, "expected the PTX text as a str")
+    jl = _nvjitlink()
+    opts = [f"-arch={arch}", *(["-lineinfo"] if lineinfo else []), *options]
+    handle = ctypes.c_void_p()
+    arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
+
+    def log_of(size_fn, get_fn) -> str:
+        n = ctypes.c_size_t()
+        if size_fn(handle, ctypes.byref(n)) != 0 or n.value == 0:
+            return ""
+        buf = ctypes.create_string_buffer(n.value)
+        get_fn(handle, buf)
+        return buf.raw[: n.value].rstrip(b"\0").decode(errors="replace")
+
+    def check(rc: int, what: str) -> None:
+        if rc != 0:
+            why = _NVJITLINK_ERRORS[rc] if 0 <= rc < len(_NVJITLINK_ERRORS) else f"error {rc}"
+            log = log_of(jl.GetErrorLogSize, jl.GetErrorLog)
+            if rc in (3, 4):  # invalid input / PTX compile error: the PTX's fault
+                raise PtxLinkError(name, log or why)
+            raise ToolchainError(f"nvJitLink {what} failed ({why}){': ' + log if log else ''}")
+
+    with _LOCK:
+        check(jl.Create(ctypes.byref(handle), len(opts), arr), "create")
+        try:
+            data = ptx.encode() + b"\0"
+            check(jl.AddData(handle, _NVJITLINK_INPUT_PTX, data, ctypes.c_size_t(len(data)), name.encode()),
+                  "adding the PTX")
+            check(jl.Complete(handle), "linking")
+            n = ctypes.c_size_t()
+            check(jl.GetLinkedCubinSize(handle, ctypes.byref(n)), "GetLinkedCubinSize")
+            buf = ctypes.create_string_buffer(n.value)
+            check(jl.GetLinkedCubin(handle, buf), "GetLinkedCubin")
+            return buf.raw[: n.value]
+        finally:
+            jl.Destroy(ctypes.byref(handle))

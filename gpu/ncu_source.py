@@ -249,6 +249,7 @@ def _cases() -> dict[str, Case]:
         _probe_case("probe_ldgsts_warps", "probe_ldgsts_warps", LDGSTS_PROBE_FILE, 64, 8192),
         _random_ldgsts_case(),
         _random_ldgsts_case("probe_ldgsts_random2", 2027),
+        _random_ldgsts_case("probe_ldgsts_random3", 2028),
     ]
     return {c.name: c for c in cs}
 

@@ -84,6 +84,26 @@ def test_the_rule_gives_what_the_h100_measured(case):
     assert (int(got[0]), int(got[1])) == want  # the same rule through wavefronts(op='ldgsts')
 
 
+#: drawn .ca patterns of probe_ldgsts_random (seed 2026) that the H100 counts below the rule's first form
+#: (a lane of the j-th source line no earlier than wavefront j): (probe index, width, (wavefronts, ideal))
+DRAWN_CA = [(2, 8, (12, 2)), (7, 16, (10, 4)), (9, 4, (2, 1)), (14, 8, (5, 2)), (27, 4, (2, 1)),
+            (37, 16, (12, 4)), (39, 4, (3, 1))]
+
+
+@pytest.mark.parametrize("case", DRAWN_CA, ids=[f"r{c[0]:02d}" for c in DRAWN_CA])
+def test_ca_lanes_wait_only_for_earlier_lanes_they_conflict_with(case):
+    from flashsim.gpu.ncu_source import RANDOM_LDGSTS_PROBES as N, random_ldgsts_tables
+
+    i, width, want = case
+    t = random_ldgsts_tables(2026)[:4 * N * 32 * 4].view(np.uint32).reshape(4, N, 32).astype(np.int64)
+    wf, ideal = cp_async_wavefronts(1024 + t[0, i], width=width, src=0x7F0000006000 + t[1, i], active=t[2, i] != 0)
+    assert (int(wf), int(ideal)) == want
+    # r39: 14 lanes from 12 source lines into one destination line, at most 3 lanes on one source bank
+    if i == 39:
+        _, _, lane_wf = cp_async_wavefronts(1024 + t[0, i], width=4, src=t[1, i], active=t[2, i] != 0, lanes=True)
+        assert sorted(set(lane_wf.tolist()) - {-1}) == [0, 1, 2]
+
+
 def test_without_a_source_the_probes_source_is_taken_and_phases_keeps_the_plain_store():
     assert tuple(int(v) for v in wavefronts(L * 4, width=4, op="ldgsts")) == (4, 1)  # src 16 * lane
     assert tuple(int(v) for v in wavefronts(L * 4, width=4, op="ldgsts", src=L * 4)) == (1, 1)  # one source line

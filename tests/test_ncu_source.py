@@ -440,19 +440,23 @@ H100 = Path(__file__).resolve().parents[1] / "traces" / "sass" / "ncu_source"
 #: (flashsim.smem.cp_async_wavefronts) was fitted to every LDGSTS of the other cases and then, for .ca, to
 #: the drawn patterns of probe_ldgsts_random (seed 2026) and probe_ldgsts_random2 (seed 2027): it gives 31 of
 #: the 48 of each right; the rest are .ca counts the H100 makes higher, cg16 ignore-src held in P0 and cg16
-#: .ZFILL with mixed src-sizes (traces/sass/ncu_source/README.md)
+#: .ZFILL with mixed src-sizes (traces/sass/ncu_source/README.md). On probe_ldgsts_random3 (seed 2028), its counts
+#: written down before the H100 ran it, 29 of 48 agree
 KNOWN_DIFFERENCES: set[tuple[str, int]] = {("probe_ldgsts_random", pc) for pc in (
     0x04e0, 0x0980, 0x0d60, 0x0e20, 0x0f00, 0x12c0, 0x13a0, 0x1520, 0x15e0, 0x1760,
     0x1840, 0x1b40, 0x1c00, 0x20a0, 0x2180, 0x2300, 0x2550,
 )} | {("probe_ldgsts_random2", pc) for pc in (
     0x04e0, 0x0980, 0x0be0, 0x0e20, 0x1080, 0x1140, 0x12c0, 0x13a0, 0x1760, 0x1840,
     0x1a80, 0x1c00, 0x1e60, 0x1f20, 0x20a0, 0x2180, 0x2550,
+)} | {("probe_ldgsts_random3", pc) for pc in (
+    0x02c0, 0x04e0, 0x05e0, 0x0980, 0x0a60, 0x0d60, 0x12c0, 0x13a0, 0x15e0, 0x1760,
+    0x1840, 0x1a80, 0x1c00, 0x1e60, 0x1f20, 0x1fe0, 0x20a0, 0x2180, 0x2550,
 )}
 
 
 #: cases added after the H100 record was taken: no source page yet (python -m flashsim.gpu.ncu_source --out DIR
 #: --cases NAMES on the GPU records them)
-AWAITING_H100: set[str] = {"probe_ldgsts_random3"}  # seed 2028
+AWAITING_H100: set[str] = set()
 
 
 def test_the_interpreter_against_the_recorded_h100_source_counters():

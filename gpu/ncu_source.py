@@ -64,6 +64,7 @@ __all__ = ["CASES", "Case", "NcuSourceError", "SourceRow", "SourceTable", "compa
 REPO = Path(__file__).resolve().parents[1]
 PROBE_FILE = "probe_banks_source.cu"
 LDGSTS_PROBE_FILE = "probe_ldgsts.cu"  # cp.async patterns (cases probe_ldgsts, probe_ldgsts_warps)
+ZFILL_PROBE_FILE = "probe_ldgsts_zfill.cu"  # cp.async.cg .ZFILL and ignore-src in / off P0 (case probe_ldgsts_zfill)
 #: base opcodes that access shared memory (generic LD/ST/ATOM/RED may too: see _shared_pcs)
 SHARED_OPCODES = frozenset({"LDS", "STS", "LDSM", "STSM", "LDGSTS", "ATOMS"})
 GENERIC_OPCODES = frozenset({"LD", "ST", "ATOM", "RED"})
@@ -250,6 +251,7 @@ def _cases() -> dict[str, Case]:
         _random_ldgsts_case(),
         _random_ldgsts_case("probe_ldgsts_random2", 2027),
         _random_ldgsts_case("probe_ldgsts_random3", 2028),
+        _probe_case("probe_ldgsts_zfill", "probe_ldgsts_zfill", ZFILL_PROBE_FILE, 32, 8192),
     ]
     return {c.name: c for c in cs}
 

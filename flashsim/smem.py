@@ -97,7 +97,7 @@ class BankModel:
     # pack without a conflict (instead of one per phase with an active lane)
     ideal_bytes: bool = False
     # LDGSTS.BYPASS with a guard or a source predicate held in P0: Nsight Compute's counters read the
-    # guard as false and the source predicate as true in every lane (see CP_ASYNC_P0); applied by the SASS
+    # guard as false and the source predicate as every lane reading (see CP_ASYNC_P0); applied by the SASS
     # interpreter (flashsim.sass.ops_mem), which sees the instruction's registers
     cp_async_p0: bool = False
 
@@ -119,8 +119,8 @@ PAIR_BROADCAST = BankModel("pair-broadcast", pair_broadcast=True)
 SM90 = BankModel("sm_90", pair_broadcast=True, cp_async=True, ideal_bytes=True, cp_async_p0=True)
 MODELS = {m.name: m for m in (SM90, PHASES, PAIR_BROADCAST)}
 #: what Nsight Compute's counters read for a predicate held in P0 on LDGSTS.BYPASS (``cp_async_p0``):
-#: the guard (``@P0`` / ``@!P0``) and the source predicate (``, P0`` / ``, !P0``); the copy itself
-#: follows the real predicates
+#: the guard (``@P0`` / ``@!P0``: P0 read as this) and the source predicate (``, P0`` of .ZFILL and
+#: ``, !P0`` of ignore-src alike: every lane reads when True); the copy itself follows the real predicates
 CP_ASYNC_P0 = MappingProxyType({"guard": False, "source": True})
 
 
@@ -279,22 +279,25 @@ def wavefronts(addr: Any, *, width: int = 4, op: str = "ld", active: Any = None,
 # What Nsight Compute's per-instruction counters give for cp.async on sm_90 (H100: every LDGSTS of the
 # recorded kernels, 307 instructions in 7 kernels, 161 + 22 of them the patterns of
 # gpu/kernels/probe_ldgsts.cu; executions, wavefronts and ideal all agree; of 96 drawn patterns
-# (probe_ldgsts_random, _random2) 62 agree; the record and the rule with its examples:
+# (probe_ldgsts_random, _random2) 79 agree, of 48 more (_random3) 38, of 56 designed src-size and
+# ignore-src patterns (probe_ldgsts_zfill) 56; the record and the rule with its examples:
 # traces/sass/ncu_source/README.md). Per warp instruction, with "reading" lanes = on and
 # reading global memory, "zero" lanes = on but reading nothing (ignore-src true, src-size 0), a "line" =
 # 128 aligned bytes, a "chunk" = 16, a "sector" = 32:
 #
 # cp.async.cg (LDGSTS.BYPASS, 16 bytes):
 #   - reading lanes on one destination chunk: the lowest lane counts, the others not at all;
-#   - a source sector whose two chunks are read by two lanes that write one destination sector (in either
-#     order) moves whole: one wavefront per (destination line, source line) for all whole sectors;
+#   - a source sector whose two chunks are read by the two lanes into one destination line that read it,
+#     and write one destination sector (in either order), moves whole: one wavefront per (destination line,
+#     source line) for all whole sectors (a source line copied to several destination lines: one each);
 #   - every other reading lane: one wavefront per distinct (destination line, source line,
 #     (destination - source) / 16 mod 8); so a line copied to a line in any order of its sectors takes 1,
 #     a copy that spreads a source line's chunks over destination chunks at other distances takes one
 #     per distance (8 lanes at a 32-byte destination stride: 8);
 #   - ideal: the distinct destination addresses of the reading lanes x 16 bytes / 128;
 #   - the .ZFILL form, and the ignore-src form when a lane is zero, add a zero-fill pass over EVERY lane
-#     on: a 128-bit store with lanes on one address not merged (quarter-warp phases), ideal lanes x 16 / 128.
+#     on, scheduled as a 16-byte cp.async.ca copy (below) of those lanes: destination banks and, for the
+#     reading lanes, source banks (every lane reading one source address: 32 more), ideal lanes x 16 / 128.
 # cp.async.ca (LDGSTS, 4/8/16 bytes), one pass over every lane on:
 #   - phases of 32 / 16 / 8 lanes (4 / 8 / 16 bytes), as a store of that width;
 #   - in a phase, lanes in lane order: a lane goes into the wavefront after the latest one of any earlier
@@ -305,7 +308,8 @@ def wavefronts(addr: Any, *, width: int = 4, op: str = "ld", active: Any = None,
 #   - ideal: lanes on x width / 128.
 # The measured probes read 16 bytes per lane from 16 * lane (every width), the default ``src`` here.
 # Which lanes are "on" is the SASS interpreter's part: for LDGSTS.BYPASS with a guard or a source
-# predicate in P0 the counters read P0 as CP_ASYNC_P0 says (flashsim.sass.ops_mem applies it).
+# predicate in P0 the counters read P0 as CP_ASYNC_P0 says (flashsim.sass.ops_mem applies it): a guard as
+# false, a source predicate (`, P0` of .ZFILL, `, !P0` of ignore-src) as every lane reading.
 
 _COPY_KEYS = ("src", "reads", "bypass", "zfill", "nread")
 
@@ -338,8 +342,8 @@ def _cg_read(dst, src, reads, wf, lane_wf):  # pragma: no cover - numba
             sec = src[i, ln] >> 5
             mate = -1
             n_sec = 0
-            for b in range(nk):
-                if (src[i, keep[b]] >> 5) == sec:
+            for b in range(nk):  # the lanes into the same destination line
+                if (src[i, keep[b]] >> 5) == sec and (dst[i, keep[b]] >> 7) == (dst[i, ln] >> 7):
                     n_sec += 1
                     if b != a:
                         mate = keep[b]
@@ -507,8 +511,12 @@ def _cp_async(d, s, on, rd, width, bypass, zfill):
         if not zfill:
             zero &= (on & ~rd).any(axis=1)
         if zero.any():
+            # scheduled as a 16-byte cp.async.ca copy of every lane on: destination banks and, for the
+            # reading lanes, source banks
             zwf = np.zeros(n, np.int32)
-            _store_unmerged(d16, np.ascontiguousarray(on & zero[:, None]), 4, 7, 8, wf.astype(np.int64), zwf, zlane)
+            zon = np.ascontiguousarray(on & zero[:, None])
+            _ca_sched(d16, s & ~15, zon, np.ascontiguousarray(rd & zon), 4, 8, zwf, zlane)
+            zlane = np.where(zlane >= 0, zlane + wf[:, None], -1)
             wf = wf + zwf
             ideal = ideal + np.where(zero, (count * 16 + 127) // 128, 0).astype(np.int32)
     else:

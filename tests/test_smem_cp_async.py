@@ -202,3 +202,16 @@ def test_the_banks_command_counts_cp_async_by_the_rule(capsys):
     assert "cp.async.cg copies 128 bits" in capsys.readouterr().err
     assert main(["banks", "--addr", "lane * 4", "--src", "lane"]) == 2
     assert "--op cp.async" in capsys.readouterr().err
+
+
+def test_cg_zero_pass_conflicts_on_the_source_and_whole_sectors_count_per_destination_line():
+    import numpy as np
+    from flashsim.smem import cp_async_wavefronts
+    lane = np.arange(32, dtype=np.int64)
+    # .ZFILL, every lane reading one source address at a 16-byte destination stride: 32 read + 32 zero
+    assert cp_async_wavefronts(16 * lane, src=np.zeros(32, np.int64), bypass=True, zfill=True)[0] == 64
+    # every lane zero: the destination banks alone (4), whatever the source
+    assert cp_async_wavefronts(16 * lane, src=np.zeros(32, np.int64), bypass=True,
+                               reads=np.zeros(32, bool))[0] == 4
+    # one source line copied whole to 4 destination lines: 1 wavefront each
+    assert tuple(cp_async_wavefronts(16 * lane, src=16 * (lane % 8), bypass=True)) == (4, 4)

@@ -311,6 +311,7 @@ def ldgsts(ctx: Ctx):
     # and makes p false for src-size 0; the copy reads cp-size minus that many bytes and zero-fills the rest.
     # Wavefronts: flashsim.smem.cp_async_wavefronts, over the lanes Nsight Compute counts: the lanes that
     # copy, except that for LDGSTS.BYPASS its counters read a guard or a p held in P0 as CP_ASYNC_P0 says
+    # (a p in P0, `, P0` or `, !P0`: every lane reads)
     # (measured on the H100: traces/sass/ncu_source/README.md), which needs the lanes at this PC before
     # the guard: the run then takes (m, ex, active) like a control semantic.
     width, _ = _width(ctx)
@@ -328,7 +329,7 @@ def ldgsts(ctx: Ctx):
     guard_seen = (CP_ASYNC_P0["guard"] != guard.invert) if p0_guard else None
     fop = ctx.ops[2] if fill is not None else None
     p0_fill = in_p0 and fop is not None and fop.kind == "p" and fop.index == 0
-    fill_seen = (CP_ASYNC_P0["source"] != fop.invert) if p0_fill else None
+    fill_seen = CP_ASYNC_P0["source"] if p0_fill else None  # `, P0` and `, !P0` alike
 
     def run(m, ex, active=None):
         lanes = lanes_of(m, ex)

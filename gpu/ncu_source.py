@@ -251,6 +251,7 @@ def _cases() -> dict[str, Case]:
         _random_ldgsts_case(),
         _random_ldgsts_case("probe_ldgsts_random2", 2027),
         _random_ldgsts_case("probe_ldgsts_random3", 2028),
+        _random_ldgsts_case("probe_ldgsts_random4", 2029),
         _probe_case("probe_ldgsts_zfill", "probe_ldgsts_zfill", ZFILL_PROBE_FILE, 32, 8192),
     ]
     return {c.name: c for c in cs}

@@ -491,19 +491,22 @@ H100 = Path(__file__).resolve().parents[1] / "traces" / "sass" / "ncu_source"
 #: 48 drawn rows of each right, and 38 of the 48 of probe_ldgsts_random3 (seed 2028; 29 with the rule its counts
 #: were written down with, before the H100 ran it). The rest are .ca counts the H100 makes higher, cg16 .ZFILL
 #: with mixed src-sizes (the H100 1 to 3 higher) and one cg16 ignore-src held in P0 (seed 2026 r46: 25, the rule
-#: 32) (traces/sass/ncu_source/README.md)
+#: 32) (traces/sass/ncu_source/README.md). Held out from all of that, probe_ldgsts_random4 (seed 2029, recorded
+#: after the rule was committed): 41 of 48 agree, the rest .ca (6) and one mixed src-size
 KNOWN_DIFFERENCES: set[tuple[str, int]] = {("probe_ldgsts_random", pc) for pc in (
     0x0d60, 0x0f00, 0x1520, 0x15e0, 0x1840, 0x1b40, 0x2180, 0x2300, 0x2550,
 )} | {("probe_ldgsts_random2", pc) for pc in (
     0x0be0, 0x1080, 0x1140, 0x1840, 0x1a80, 0x1e60, 0x1f20, 0x2180,
 )} | {("probe_ldgsts_random3", pc) for pc in (
     0x02c0, 0x05e0, 0x0a60, 0x0d60, 0x15e0, 0x1a80, 0x1e60, 0x1f20, 0x1fe0, 0x2180,
+)} | {("probe_ldgsts_random4", pc) for pc in (
+    0x0420, 0x08c0, 0x15e0, 0x16a0, 0x1fe0, 0x2300, 0x2620,
 )}
 
 
 #: cases added after the H100 record was taken: no source page yet (python -m flashsim.gpu.ncu_source --out DIR
 #: --cases NAMES on the GPU records them)
-AWAITING_H100: set[str] = {"probe_ldgsts_random4"}
+AWAITING_H100: set[str] = set()
 
 
 def test_the_interpreter_against_the_recorded_h100_source_counters():

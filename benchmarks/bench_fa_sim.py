@@ -1,6 +1,6 @@
 """Speed and memory of the fa2 twin (the CPU simulator), bit-exact as it always is.
 
-    python benchmarks/bench_fa_sim.py speed  [--seqlens 1024 4096] [--workers N]
+    python benchmarks/bench_fa_sim.py speed  [--seqlens 1024 4096] [--threads N]
     python benchmarks/bench_fa_sim.py memory [--batch 4 --heads 16 --seqlen 4096]
 
 speed: batch 1, 1 head, headdim 128, bf16, no mask; wall time of ``flashsim.kernels.fa2.run`` next to a
@@ -23,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from flashsim.kernels import fa2  # noqa: E402
-from flashsim.kernels.common import default_workers  # noqa: E402
+from flashsim.kernels.common import default_threads  # noqa: E402
 
 
 def numpy_attention(q, k, v, scale):
@@ -37,17 +37,17 @@ def numpy_attention(q, k, v, scale):
 def speed(a):
     rng = np.random.default_rng(0)
     warm = [rng.standard_normal((1, 256, 1, 128)).astype(ml_dtypes.bfloat16) for _ in range(3)]
-    fa2.run(*warm, workers=a.workers)  # numba compilation and table loading
+    fa2.run(*warm, threads=a.threads)  # numba compilation and table loading
     for s in a.seqlens:
         q, k, v = (rng.standard_normal((1, s, 1, 128)).astype(ml_dtypes.bfloat16) for _ in range(3))
         t0 = time.perf_counter()
-        fa2.run(q, k, v, workers=a.workers)
+        fa2.run(q, k, v, threads=a.threads)
         t_sim = time.perf_counter() - t0
         t0 = time.perf_counter()
         numpy_attention(q, k, v, 128 ** -0.5)
         t_np = time.perf_counter() - t0
         print(f"seqlen {s}: fa2 twin {t_sim:.2f} s, numpy float32 attention {t_np:.3f} s, ratio {t_sim / t_np:.0f}x "
-              f"({a.workers or default_workers()} worker threads)", flush=True)
+              f"({a.threads or default_threads()} threads)", flush=True)
 
 
 def memory(a):
@@ -63,7 +63,7 @@ def memory(a):
         done[0] = n
 
     t0 = time.perf_counter()
-    fa2.run(q, k, v, workers=a.workers, progress=progress)
+    fa2.run(q, k, v, threads=a.threads, progress=progress)
     t = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     inputs = 3 * q.nbytes / 2**30
@@ -76,12 +76,12 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("speed")
     sp.add_argument("--seqlens", type=int, nargs="+", default=[1024, 4096])
-    sp.add_argument("--workers", type=int, default=None)
+    sp.add_argument("--threads", type=int, default=None)
     mp = sub.add_parser("memory")
     mp.add_argument("--batch", type=int, default=4)
     mp.add_argument("--heads", type=int, default=16)
     mp.add_argument("--seqlen", type=int, default=4096)
-    mp.add_argument("--workers", type=int, default=None)
+    mp.add_argument("--threads", type=int, default=None)
     a = ap.parse_args(argv)
     (speed if a.cmd == "speed" else memory)(a)
 

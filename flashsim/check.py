@@ -5,7 +5,9 @@ flash-attn's acceptance rule, the shared-memory bank report of the launch per so
 kernel's own cubin in the SASS interpreter), and with --gpu whether the CUDA kernel's out (and LSE) are
 bit-identical to the twin's. The one-off compilation (numba, NVRTC) is timed apart, before the kernels.
 Before it starts, the run's work (tile-steps: CTAs x KV blocks) and memory are estimated, and a run beyond
-this machine is refused. Exit status 0 when every kernel passes, 1 otherwise, 2 on bad input.
+this machine is refused. With ``--workers N`` (a local Dask cluster of N processes) or ``--scheduler ADDR`` (a
+running one) the CTA batches of the twins and of the interpreted launches run on the cluster's workers, with the
+same bits and counts (flashsim.cluster). Exit status 0 when every kernel passes, 1 otherwise, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 import ml_dtypes
 import numpy as np
 
+from flashsim import cluster
 from flashsim.kernels import PROGRESS_UNIT, TWINS, run_twin
 from flashsim.options import PROBLEM_DEFAULTS, non_negative_int, positive_int
 from flashsim.progress import Estimate, Progress, format_bytes, physical_memory, refuse_if_too_large
@@ -57,6 +60,7 @@ def add_parser(sub) -> None:
                                                           "the SASS interpreter, the slowest part)")
     p.add_argument("--bank-lines", type=positive_int, default=8, metavar="N",
                    help="source lines shown per kernel in the bank report, worst first (default: %(default)s)")
+    cluster.add_arguments(p)
     p.set_defaults(func=cmd_check)
 
 
@@ -154,7 +158,8 @@ def grid_ctas(kernel: str, a) -> int:
 
 def kernel_memory(kernel: str, a, *, workers: int = 1, interp: bool = False) -> int:
     """Bytes the twin of ``kernel`` (or, ``interp``, its cubin in the SASS interpreter) allocates on the call
-    ``a`` beyond the inputs: copies of the inputs, outputs and the working arrays of the CTAs in flight."""
+    ``a`` beyond the inputs: copies of the inputs, outputs and the working arrays of the CTAs in flight on
+    ``workers`` threads (or worker processes)."""
     nq = a.batch * a.seqlen_q * a.heads * a.headdim
     nk = a.batch * a.seqlen_k * a.heads_k * a.headdim
     if kernel == "fa2":
@@ -184,15 +189,17 @@ def _chunk(a) -> int:
     return rows * per_row
 
 
-def estimate(kernels, q, k, v, kw: dict, *, banks: bool = True, workers: int | None = None) -> Estimate:
+def estimate(kernels, q, k, v, kw: dict, *, banks: bool = True, threads: int | None = None,
+             processes: int = 0) -> Estimate:
     """Work and memory of ``flashsim check`` on this call: tile-steps of every twin (and, with ``banks``, of
     every cubin in the SASS interpreter) in its domain; the inputs, the float64 reference and the
-    low-precision one, and the largest kernel's arrays."""
+    low-precision one, and the largest kernel's arrays (on ``threads`` threads, or, with ``processes``, on a
+    local cluster of that many worker processes, each with its own copy of the inputs)."""
     from flashsim.attention import check_args
-    from flashsim.kernels.common import default_workers
+    from flashsim.kernels.common import default_threads
 
     a = check_args(q, k, v, **kw)
-    workers = default_workers() if workers is None else workers
+    threads = processes or (default_threads() if threads is None else threads)
     nq = a.batch * a.seqlen_q * a.heads * a.headdim
     nk = a.batch * a.seqlen_k * a.heads_k * a.headdim
     est = Estimate()
@@ -205,9 +212,11 @@ def estimate(kernels, q, k, v, kw: dict, *, banks: bool = True, workers: int | N
     chunk = _chunk(a)
     est.memory["float64 reference"] = 8 * (nq + 2 * nk) + 16 * nq + 8 * a.batch * a.heads * a.seqlen_q + 32 * chunk
     low = 4 * (nq + 2 * nk) + 10 * nq + 16 * chunk
-    per_kernel = [kernel_memory(kn, a, workers=workers)
+    per_kernel = [kernel_memory(kn, a, workers=threads)
                   + (kernel_memory(kn, a, interp=True) if banks else 0) for kn in run]
     est.memory["kernels (largest)"] = low + max(per_kernel, default=0)
+    if processes:
+        est.memory[f"inputs in {processes} worker processes"] = processes * (2 * (nq + 2 * nk) + 8 * nq)
     return est
 
 
@@ -267,7 +276,8 @@ def warm_up(kernels, q, k, v, kw: dict, *, banks: bool, gpu: bool = False) -> fl
 
 def bank_report(kernel: str, q, k, v, progress=None, **kw):
     """The :class:`flashsim.sass.checking.Report` (banks) of one launch of ``kernel``'s cubin in the SASS
-    interpreter on these inputs; ``progress(done, total)`` counts CTAs."""
+    interpreter on these inputs; ``progress(done, total)`` counts CTAs. Inside ``with flashsim.cluster.Cluster``
+    the launch's CTA batches run on its workers (about 4 batches per worker)."""
     import flashsim.cuda as fc
     from flashsim.gpu.fa_kernels import prepare
 
@@ -278,7 +288,9 @@ def bank_report(kernel: str, q, k, v, progress=None, **kw):
         if prep.reset is not None:
             prep.reset()
         ctas = int(np.prod(prep.grid))
-        per = max(32, min(256, -(-ctas // 10)))  # about 10 progress steps; the counts do not depend on it
+        cl = cluster.current()
+        # about 10 progress steps, or 4 batches per worker of a cluster; the counts do not depend on it
+        per = max(32, min(256, -(-ctas // 10))) if cl is None else max(8, cl.batch_size(ctas, 256))
         prep.func(prep.grid, (prep.threads,), prep.params, shared_mem=prep.smem,
                   exec_options=fc.ExecOptions(progress=progress, ctas_per_batch=per))
     return report
@@ -352,7 +364,8 @@ def cmd_check(args) -> int:
     kw = dict(softmax_scale=args.scale, causal=args.causal, window_size=tuple(args.window), softcap=args.softcap)
     fq, fk, fv = fake_inputs(args.batch, args.heads, hk, args.seqlen, sk, args.headdim, args.dtype)
     fa_args = check_args(fq, fk, fv, **kw)  # bad arguments are refused before anything is allocated
-    est = estimate(kernels, fq, fk, fv, kw, banks=not args.no_banks)
+    where = cluster.from_args(args, notify=lambda m: print(f"  note: {m}", flush=True))
+    est = estimate(kernels, fq, fk, fv, kw, banks=not args.no_banks, processes=args.workers or 0)
     refuse_if_too_large(est, size_options(args),
                         "use smaller --batch, --heads, --seqlen or --seqlen-k, fewer kernels (--kernel fa2)"
                         + ("" if args.no_banks else ", or --no-banks (the SASS interpreter is the slowest part)"))
@@ -370,55 +383,62 @@ def cmd_check(args) -> int:
     v = rng.standard_normal((args.batch, sk, hk, args.headdim)).astype(np.float32).astype(dt)
 
     t_jit = warm_up(kernels, q, k, v, kw, banks=not args.no_banks, gpu=args.gpu)
-    print(f"  JIT warm-up (numba and NVRTC compilation, once per process; not in the times below): {t_jit:.2f} s")
-    ref = None
-    failed, skipped = [], []
-    for kernel in kernels:
-        print(f"\n== {kernel}")
-        sys.stdout.flush()  # what was printed comes before the progress on stderr
-        try:
+    with where as cl:
+        if cl is not None:
+            print(f"  cluster: the CTA batches run on {cl.describe()} ({cl.worker_threads()} worker threads)")
+        if cl is not None:  # the workers compile too, once
             t0 = time.perf_counter()
-            with Progress(f"{kernel} twin", 1, unit=PROGRESS_UNIT[kernel], delay=PROGRESS_DELAY) as pr:
-                out, lse = run_twin(kernel, q, k, v, progress=pr, **kw)
-            t_sim = time.perf_counter() - t0
-        except (NotImplementedError, ArgumentError) as exc:
-            print(f"  skipped: {exc}")
-            skipped.append(kernel)
-            continue
-        if ref is None:
-            ref, ref_lse = attention_reference(q, k, v, fa_args)
-        lowp, _ = attention_lowp(q, k, v, fa_args, acc="f16" if kernel in ("v5", "v6") else "f32")
-        rule = passes_flash_attn_rule(out, ref, lowp, atol=ATOL)
-        print(f"  simulator: {t_sim:.2f} s wall (the twin, after the warm-up)")
-        print(_rule_line(rule))
-        ok = bool(rule)
-        if lse is not None:
-            fin = np.isfinite(ref_lse)
-            err = float(np.max(np.abs(lse[fin] - ref_lse[fin]), initial=0.0))
-            same_inf = bool(np.array_equal(~np.isfinite(lse), ~fin))
-            print(f"  LSE vs float64: max |lse - ref| = {err:.3e}; empty rows (+inf) agree: {same_inf}")
-            ok &= same_inf
-        if not args.no_banks:
-            t0 = time.perf_counter()
-            with Progress(f"{kernel} cubin in the SASS interpreter", 1, delay=PROGRESS_DELAY) as pr:
-                report = bank_report(kernel, q, k, v, progress=pr, **kw)
-            print_banks(report, args.bank_lines, time.perf_counter() - t0)
-        if args.gpu:
-            from flashsim.gpu.fa_kernels import run_kernel
+            cl.client.run(warm_up, kernels, q[:1, :1, :1], k[:1, :1, :1], v[:1, :1, :1], kw, banks=False)
+            t_jit += time.perf_counter() - t0
+        print(f"  JIT warm-up (numba and NVRTC compilation, once per process; not in the times below): {t_jit:.2f} s")
+        ref = None
+        failed, skipped = [], []
+        for kernel in kernels:
+            print(f"\n== {kernel}")
+            sys.stdout.flush()  # what was printed comes before the progress on stderr
+            try:
+                t0 = time.perf_counter()
+                with Progress(f"{kernel} twin", 1, unit=PROGRESS_UNIT[kernel], delay=PROGRESS_DELAY) as pr:
+                    out, lse = run_twin(kernel, q, k, v, progress=pr, **kw)
+                t_sim = time.perf_counter() - t0
+            except (NotImplementedError, ArgumentError) as exc:
+                print(f"  skipped: {exc}")
+                skipped.append(kernel)
+                continue
+            if ref is None:
+                ref, ref_lse = attention_reference(q, k, v, fa_args)
+            lowp, _ = attention_lowp(q, k, v, fa_args, acc="f16" if kernel in ("v5", "v6") else "f32")
+            rule = passes_flash_attn_rule(out, ref, lowp, atol=ATOL)
+            print(f"  simulator: {t_sim:.2f} s wall (the twin, after the warm-up)")
+            print(_rule_line(rule))
+            ok = bool(rule)
+            if lse is not None:
+                fin = np.isfinite(ref_lse)
+                err = float(np.max(np.abs(lse[fin] - ref_lse[fin]), initial=0.0))
+                same_inf = bool(np.array_equal(~np.isfinite(lse), ~fin))
+                print(f"  LSE vs float64: max |lse - ref| = {err:.3e}; empty rows (+inf) agree: {same_inf}")
+                ok &= same_inf
+            if not args.no_banks:
+                t0 = time.perf_counter()
+                with Progress(f"{kernel} cubin in the SASS interpreter", 1, delay=PROGRESS_DELAY) as pr:
+                    report = bank_report(kernel, q, k, v, progress=pr, **kw)
+                print_banks(report, args.bank_lines, time.perf_counter() - t0)
+            if args.gpu:
+                from flashsim.gpu.fa_kernels import run_kernel
 
-            t0 = time.perf_counter()
-            g_out, g_lse = run_kernel(kernel, q, k, v, **kw)
-            t_gpu = time.perf_counter() - t0
-            diff = int(np.count_nonzero(g_out.view(np.uint16) != out.view(np.uint16)))
-            line = f"  GPU: out {'bit-identical' if diff == 0 else f'{diff} of {out.size} elements differ'}"
-            if g_lse is not None:
-                ldiff = int(np.count_nonzero(g_lse.view(np.uint32) != lse.view(np.uint32)))
-                line += f"; LSE {'bit-identical' if ldiff == 0 else f'{ldiff} of {lse.size} differ'}"
-                ok &= ldiff == 0
-            print(line + f" ({t_gpu:.2f} s with transfers)")
-            ok &= diff == 0
-        if not ok:
-            failed.append(kernel)
+                t0 = time.perf_counter()
+                g_out, g_lse = run_kernel(kernel, q, k, v, **kw)
+                t_gpu = time.perf_counter() - t0
+                diff = int(np.count_nonzero(g_out.view(np.uint16) != out.view(np.uint16)))
+                line = f"  GPU: out {'bit-identical' if diff == 0 else f'{diff} of {out.size} elements differ'}"
+                if g_lse is not None:
+                    ldiff = int(np.count_nonzero(g_lse.view(np.uint32) != lse.view(np.uint32)))
+                    line += f"; LSE {'bit-identical' if ldiff == 0 else f'{ldiff} of {lse.size} differ'}"
+                    ok &= ldiff == 0
+                print(line + f" ({t_gpu:.2f} s with transfers)")
+                ok &= diff == 0
+            if not ok:
+                failed.append(kernel)
     ran = len(kernels) - len(skipped)
     print(f"\n{ran - len(failed)} of {ran} kernels passed" + (f"; failed: {failed}" if failed else "")
           + (f"; skipped (outside their domain): {skipped}" if skipped else ""))

@@ -42,6 +42,18 @@ class SimulatedFault(FlashsimError):
         msg = f"{kind}: {location(cta=cta, warp=warp, lane=lane, addr=addr)}"
         super().__init__(msg + (f" ({detail})" if detail else ""))
 
+    def __reduce__(self):
+        # keyword-only fields, and the pc/sass/line the interpreter adds: a fault raised in a worker process
+        # arrives as the same fault
+        fields = dict(cta=self.cta, warp=self.warp, lane=self.lane, addr=self.addr, detail=self.detail)
+        return _rebuild_fault, (type(self), self.kind, fields, self.__dict__.copy())
+
+
+def _rebuild_fault(cls, kind, fields, state):
+    exc = cls(kind, **fields)
+    exc.__dict__.update(state)
+    return exc
+
 
 class TraceError(FlashsimError):
     """A trace or golden-data file is unreadable, corrupt or from an unknown format version."""

@@ -18,6 +18,10 @@ prints: shared-memory banks per source line (worst first, with the line's text) 
 (both sides), a fault (with its PC, SASS and line; the report then covers the CTAs run until it), reads of
 uninitialised memory, and executed instructions per source line. Exit status 0 when clean, 1 when a race,
 a fault, an uninitialised read (or, with ``--gpu``, a differing bit) was found, 2 on bad input.
+
+``--workers N`` (a local Dask cluster of N processes) or ``--scheduler ADDR`` (a running one) runs the batches
+of CTAs on the cluster's workers; the outputs and the report are those of the one-process run with the same
+``--ctas-per-batch`` (flashsim.sass.spread says which kernels stay in this process, and why).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from flashsim import cluster
 from flashsim.errors import SimulatedFault, bad_argument
 from flashsim.options import non_negative_int, positive_int
 from flashsim.progress import Progress as _Progress
@@ -78,7 +83,9 @@ def add_parser(sub) -> None:
     p.add_argument("--schedule-seed", type=non_negative_int, default=None, metavar="N",
                    help="run another legal interleaving of the warps (default: lowest PC first)")
     p.add_argument("--ctas-per-batch", type=positive_int, default=None, metavar="N",
-                   help="CTAs simulated together (default 256; memory grows with it)")
+                   help="CTAs simulated together (default 256, and with --workers/--scheduler at most a quarter of "
+                        "the CTAs per worker; memory grows with it; the same N gives the same bits anywhere)")
+    cluster.add_arguments(p)
     p.add_argument("--max-steps", type=positive_int, default=None, metavar="N",
                    help="scheduling steps allowed per batch of CTAs before the launch counts as a hang "
                         "(default 50,000,000)")
@@ -220,6 +227,7 @@ def cmd_run(args) -> int:
 
     specs = parse_args_list(args.arg)
     _check_outputs(args)
+    where = cluster.from_args(args, notify=lambda m: print(f"  note: {m}", flush=True))
     cupy = None
     if args.gpu:  # before any simulation: a missing GPU is known at once
         from flashsim.gpu.runtime import require_gpu
@@ -241,36 +249,41 @@ def cmd_run(args) -> int:
     arrays = [a for a in values if a.spec.is_array]
     kernel_args = tuple(a.device if a.spec.is_array else a.host for a in values)
 
-    grid, block = tuple(args.grid), tuple(args.block)
-    total = math.prod(grid)
-    per = args.ctas_per_batch or fc.ExecOptions().ctas_per_batch
-    progress = _Progress(name, total, unit="CTA", enabled=total > per)  # one batch: nothing to show
-    opts = {"ctas_per_batch": per, "schedule_seed": args.schedule_seed,
-            "progress": progress if progress.enabled else None}
-    if args.max_steps is not None:
-        opts["max_steps"] = args.max_steps
-    exec_options = fc.ExecOptions(**opts)
+    with where as cl:
+        grid, block = tuple(args.grid), tuple(args.block)
+        total = math.prod(grid)
+        per = args.ctas_per_batch or fc.ExecOptions().ctas_per_batch
+        if cl is not None and args.ctas_per_batch is None:  # about 4 batches per worker
+            per = cl.batch_size(total, per)
+        progress = _Progress(name, total, unit="CTA", enabled=total > per)  # one batch: nothing to show
+        opts = {"ctas_per_batch": per, "schedule_seed": args.schedule_seed,
+                "progress": progress if progress.enabled else None}
+        if args.max_steps is not None:
+            opts["max_steps"] = args.max_steps
+        exec_options = fc.ExecOptions(**opts)
 
-    print(f"flashsim run {args.kernel_file}: kernel {name}, grid {grid}, block {block}, "
-          f"shared_mem {args.shared_mem} bytes ({_count(total, 'CTA')} of "
-          f"{_count(math.ceil(math.prod(block) / 32), 'warp')})")
-    for p, a in zip(sorted(fn.info.params, key=lambda p: p.ordinal), values):
-        print(f"  #{p.ordinal} {a.spec.describe()}" + (f"  ({a.spec.nbytes} bytes at {a.device.data.ptr:#x})"
-                                                       if a.spec.is_array else ""))
-    print(f"  inputs: numpy.random.default_rng({args.seed}); schedule: "
-          f"{'lowest PC first' if args.schedule_seed is None else f'seed {args.schedule_seed}'}")
-    sys.stdout.flush()  # what was printed comes before the progress lines on stderr
-    stopped = None
-    t0 = time.perf_counter()
-    with fc.checking(banks=not args.no_banks, races=not args.no_races, initcheck=not args.no_initcheck,
-                     trace=_trace_spec(args)) as report:
-        try:
-            fn(grid, block, kernel_args, shared_mem=args.shared_mem, exec_options=exec_options)
-        except (SimulatedFault, BarrierDeadlock, StepBudgetExceeded) as exc:
-            stopped = exc
-        finally:
-            progress.close()
-    elapsed = time.perf_counter() - t0
+        print(f"flashsim run {args.kernel_file}: kernel {name}, grid {grid}, block {block}, "
+              f"shared_mem {args.shared_mem} bytes ({_count(total, 'CTA')} of "
+              f"{_count(math.ceil(math.prod(block) / 32), 'warp')})")
+        for p, a in zip(sorted(fn.info.params, key=lambda p: p.ordinal), values):
+            print(f"  #{p.ordinal} {a.spec.describe()}" + (f"  ({a.spec.nbytes} bytes at {a.device.data.ptr:#x})"
+                                                           if a.spec.is_array else ""))
+        print(f"  inputs: numpy.random.default_rng({args.seed}); schedule: "
+              f"{'lowest PC first' if args.schedule_seed is None else f'seed {args.schedule_seed}'}")
+        if cl is not None:
+            print(f"  cluster: batches of {per} CTAs (--ctas-per-batch) on {cl.describe()}")
+        sys.stdout.flush()  # what was printed comes before the progress lines on stderr
+        stopped = None
+        t0 = time.perf_counter()
+        with fc.checking(banks=not args.no_banks, races=not args.no_races, initcheck=not args.no_initcheck,
+                         trace=_trace_spec(args)) as report:
+            try:
+                fn(grid, block, kernel_args, shared_mem=args.shared_mem, exec_options=exec_options)
+            except (SimulatedFault, BarrierDeadlock, StepBudgetExceeded) as exc:
+                stopped = exc
+            finally:
+                progress.close()
+        elapsed = time.perf_counter() - t0
     warp_instr = sum(r.warp_instructions for r in report.launches)
     print(f"  {'stopped' if stopped else 'ran'}: {warp_instr} warp instructions in {elapsed:.2f} s")
 

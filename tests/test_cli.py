@@ -168,7 +168,7 @@ def test_progress_moves_within_a_batch_of_long_ctas():
         for step in range(4):
             hook(idx, step, 4)
 
-    run_batches(fn, np.arange(8), 8, workers=1, progress=lambda d, t: seen.append((d, t)), hook=hook)
+    run_batches(fn, np.arange(8), 8, threads=1, progress=lambda d, t: seen.append((d, t)), hook=hook)
     assert seen[:4] == [(0.0, 8), (2.0, 8), (4.0, 8), (6.0, 8)] and seen[-1] == (8, 8)
 
 

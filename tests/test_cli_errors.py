@@ -197,7 +197,7 @@ def test_ctrl_c_cancels_a_long_run_within_a_second():
 
     t0 = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
-        run_batches(fn, np.arange(8), 1, workers=2, progress=progress, hook=hook)
+        run_batches(fn, np.arange(8), 1, threads=2, progress=progress, hook=hook)
     assert time.perf_counter() - t0 < 1.0
     assert len(started) == 2 and sorted(stopped) == sorted(started) and not finished
     workers = [t for t in threading.enumerate() if t.name.startswith("flashsim-cta")]

@@ -99,16 +99,16 @@ def test_fa2_forward_checks_its_arrays():
 
 
 def test_cta_batches_check_their_arguments(monkeypatch):
-    from flashsim.kernels.common import default_workers, run_batches
+    from flashsim.kernels.common import default_threads, run_batches
 
     with pytest.raises(ArgumentError, match="batch=0"):
         run_batches(lambda idx: None, np.arange(4), 0)
     monkeypatch.setenv("FLASHSIM_THREADS", "two")
     with pytest.raises(ArgumentError, match="FLASHSIM_THREADS='two'"):
-        default_workers()
+        default_threads()
     monkeypatch.setenv("FLASHSIM_THREADS", "0")
     with pytest.raises(ArgumentError, match="FLASHSIM_THREADS='0'"):
-        default_workers()
+        default_threads()
     monkeypatch.setenv("FLASHSIM_THREADS", "2")
     seen = []
     run_batches(lambda idx: seen.extend(idx.tolist()), np.arange(10), 3)
@@ -117,6 +117,6 @@ def test_cta_batches_check_their_arguments(monkeypatch):
 
 def test_threads_do_not_change_a_bit():
     case = problems.random_case(np.random.default_rng(11), "fa2")
-    one = fa2.run(case.q, case.k, case.v, workers=1, **case.kwargs)
-    two = fa2.run(case.q, case.k, case.v, workers=2, **case.kwargs)
+    one = fa2.run(case.q, case.k, case.v, threads=1, **case.kwargs)
+    two = fa2.run(case.q, case.k, case.v, threads=2, **case.kwargs)
     assert np.array_equal(one[0].view(np.uint16), two[0].view(np.uint16)) and np.array_equal(one[1], two[1])

@@ -28,23 +28,30 @@ def check_supported(kernel: str, args) -> None:
         raise NotImplementedError(f"kernel {kernel!r} does not model {', '.join(missing)}")
 
 
-def run_twin(kernel: str, q, k, v, softmax_scale=None, *, rec=None, progress=None, **kw):
+def run_twin(kernel: str, q, k, v, softmax_scale=None, *, rec=None, progress=None, threads=None, workers=None,
+             scheduler=None, client=None, **kw):
     """``progress(done, total)``: CTAs for fa2 and kernel1, KV tiles for v5/v6 (their CTAs step together);
-    ``PROGRESS_UNIT`` names the unit per kernel."""
+    ``PROGRESS_UNIT`` names the unit per kernel. Where fa2's and kernel1's CTAs run: ``threads`` threads of
+    this process, or a Dask cluster (``workers=N`` local processes, ``scheduler=`` or ``client=`` a running
+    one, else the one of an enclosing ``with flashsim.cluster.Cluster(...)``); v5/v6 run in this process."""
     from flashsim.attention import check_args
+    from flashsim.cluster import current, note
     from flashsim.errors import bad_argument
 
     if kernel not in TWINS:
         raise bad_argument("kernel", kernel, f"expected one of {TWINS}")
+    where = dict(threads=threads, workers=workers, scheduler=scheduler, client=client)
     if kernel == "fa2":
         from flashsim.kernels import fa2
 
-        return fa2.run(q, k, v, softmax_scale, rec=rec, progress=progress, **kw)
+        return fa2.run(q, k, v, softmax_scale, rec=rec, progress=progress, **where, **kw)
     check_supported(kernel, check_args(q, k, v, softmax_scale=softmax_scale, **kw))
     if kernel == "kernel1":
         from flashsim.kernels import kernel1
 
-        return kernel1.run(q, k, v, softmax_scale, rec=rec, progress=progress), None
+        return kernel1.run(q, k, v, softmax_scale, rec=rec, progress=progress, **where), None
     from flashsim.kernels import fa_v5
 
+    if workers is not None or scheduler is not None or client is not None or current() is not None:
+        note(f"the {kernel} twin runs in this process: it steps every CTA of the grid together through the KV tiles")
     return fa_v5.run(q, k, v, softmax_scale, kernel=kernel, rec=rec, progress=progress), None

@@ -1,5 +1,7 @@
 """Pieces the f32-accumulating twins (kernel1, fa2) share: the quad layout of an mma accumulator row, the
-16-bit conversions, f32 constants and the CTA-batch driver that streams a grid through a twin.
+16-bit conversions, f32 constants and the CTA-batch driver that streams a grid through a twin (:class:`CtaJob`:
+a batch's results are computed by a module-level function and written by the caller, so a batch runs on a
+thread of this process or on a worker of a Dask cluster, :mod:`flashsim.cluster`, with the same bits).
 
 Accumulator rows and quads: in an m16n8k16 f32 accumulator the four lanes of a quad (t = lane % 4) hold
 one row; lane t holds columns 8n + 2t + j (n-tile n, register j) and walks them in the order
@@ -12,7 +14,8 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -69,8 +72,8 @@ def widen(x16: np.ndarray, dtype: str) -> np.ndarray:
     return cvt.cvt(_WIDEN[dtype], x16)
 
 
-def default_workers() -> int:
-    """Threads for the CTA batches: the machine's cores (``FLASHSIM_THREADS`` overrides)."""
+def default_threads() -> int:
+    """Threads for the CTA batches run in this process: the machine's cores (``FLASHSIM_THREADS`` overrides)."""
     env = os.environ.get("FLASHSIM_THREADS")
     if env:
         try:
@@ -129,12 +132,12 @@ STOP_WAIT = 5.0
 
 
 def run_batches(fn: Callable[[np.ndarray], None], ctas: Sequence[int] | np.ndarray, batch: int,
-                workers: int | None = None, progress: Callable[[float, int], None] | None = None,
+                threads: int | None = None, progress: Callable[[float, int], None] | None = None,
                 hook: StepHook | None = None) -> None:
-    """Call ``fn(cta_indices)`` on consecutive batches of ``ctas``, ``workers`` batches at a time.
+    """Call ``fn(cta_indices)`` on consecutive batches of ``ctas``, ``threads`` batches at a time, in this process.
 
     ``fn`` writes its results itself (into disjoint parts of the outputs), so memory stays at about
-    ``workers`` batches whatever the grid. The numeric kernels release the GIL, so threads share the cores.
+    ``threads`` batches whatever the grid. The numeric kernels release the GIL, so threads share the cores.
     ``progress(done, total)`` (CTAs) is called after each batch, and, with a ``hook`` that ``fn`` calls at
     each KV step, also while batches run (``done`` then counts the finished part of each batch).
 
@@ -145,8 +148,8 @@ def run_batches(fn: Callable[[np.ndarray], None], ctas: Sequence[int] | np.ndarr
     ctas = np.asarray(ctas)
     if not isinstance(batch, (int, np.integer)) or batch < 1:
         raise bad_argument("batch", batch, "expected a positive number of CTAs per batch")
-    workers = default_workers() if workers is None else workers
-    batch = max(1, min(batch, -(-ctas.size // max(workers, 1))))  # at least one batch per worker
+    threads = default_threads() if threads is None else threads
+    batch = max(1, min(batch, -(-ctas.size // max(threads, 1))))  # at least one batch per thread
     chunks = [ctas[i:i + batch] for i in range(0, ctas.size, batch)]
     total = int(ctas.size)
     done = 0
@@ -155,7 +158,7 @@ def run_batches(fn: Callable[[np.ndarray], None], ctas: Sequence[int] | np.ndarr
         if progress is not None:
             progress(done + (hook.partial() if hook is not None else 0.0), total)
 
-    if workers <= 1 or len(chunks) <= 1:
+    if threads <= 1 or len(chunks) <= 1:
         if hook is not None:
             hook.listener = report
         try:
@@ -169,7 +172,7 @@ def run_batches(fn: Callable[[np.ndarray], None], ctas: Sequence[int] | np.ndarr
             if hook is not None:
                 hook.listener = None
         return
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="flashsim-cta")
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="flashsim-cta")
     futures = {pool.submit(fn, c): c for c in chunks}
     pending = set(futures)
     try:
@@ -189,3 +192,47 @@ def run_batches(fn: Callable[[np.ndarray], None], ctas: Sequence[int] | np.ndarr
         wait([f for f in futures if not f.cancelled()], timeout=STOP_WAIT)  # in flight: stop at their next KV step
         raise
     pool.shutdown(wait=True)
+
+
+@dataclass(frozen=True)
+class CtaJob:
+    """A twin's grid of CTAs, cut into batches that can run anywhere.
+
+    ``compute(params, inputs, idx, hook)`` runs the CTAs ``idx`` and returns their results; it is a module-level
+    function of small picklable ``params`` (the problem) and ``inputs`` (name -> array, sent to each worker
+    once), so a worker process of a cluster can run it. ``hook`` is a :class:`StepHook` or its cluster
+    counterpart (progress at each KV step, cancellation). ``write(idx, result)`` stores a batch's results
+    into the outputs, in the calling process. ``local_only``: why the job must run in this process (a
+    trace recorder sees the CTAs in order), or None.
+    """
+
+    compute: Callable[[Any, dict, np.ndarray, Any], Any]
+    params: Any
+    inputs: dict
+    write: Callable[[np.ndarray, Any], None]
+    ctas: int
+    batch: int = 64
+    local_only: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.batch, (int, np.integer)) or isinstance(self.batch, bool) or self.batch < 1:
+            raise bad_argument("batch", self.batch, "expected a positive number of CTAs per batch")
+
+
+def run_job(job: CtaJob, *, threads: int | None = None, progress: Callable[[float, int], None] | None = None,
+            cluster=None) -> None:
+    """Run every CTA of ``job``: on the workers of ``cluster`` (a :class:`flashsim.cluster.Cluster`), else on the
+    one of an enclosing ``with Cluster(...)``, else in this process on ``threads`` threads. Either way each
+    batch is computed by ``job.compute`` and written by ``job.write``, so both give the same bits."""
+    from flashsim import cluster as _cluster
+
+    cl = cluster if cluster is not None else _cluster.current()
+    if cl is not None and job.local_only is not None:
+        cl.note(f"this twin runs in this process: {job.local_only}")
+        cl = None
+    if cl is not None:
+        cl.run_job(job, progress=progress)
+        return
+    hook = StepHook()
+    run_batches(lambda idx: job.write(idx, job.compute(job.params, job.inputs, idx, hook)), np.arange(job.ctas),
+                job.batch, 1 if job.local_only is not None else threads, progress, hook=hook)

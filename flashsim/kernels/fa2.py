@@ -27,13 +27,14 @@ layouts) at every FS_TRACE point of fa2.cu, so a twin run records the events the
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 
 from flashsim.errors import bad_argument
-from flashsim.kernels.common import (MMA_TYPE, NEG_INF, POS_INF, SIGN, XOR, ZERO, StepHook, bits, f32, narrow,
-                                     quad_merge, quad_split, run_batches)
+from flashsim.kernels.common import (MMA_TYPE, NEG_INF, POS_INF, SIGN, XOR, ZERO, CtaJob, bits, f32, narrow,
+                                     quad_merge, quad_split, run_job)
 from flashsim.numerics import fp32, sfu
 from flashsim.numerics.mma import gemm
 from flashsim.trace.record import acc_index, active, quad_index
@@ -147,8 +148,9 @@ def _maps(pb: Problem):
                 acc_o=acc_index(64, 2, d, d // 8), lse=quad_index(64, 2, 0, 1))
 
 
-def _ctas(pb: Problem, q, k, v, o, lse, idx, rec=None, hook=None):
-    """Run the CTAs ``idx`` (linear over (m_block, head, batch), m_block fastest) to completion; ``rec`` (a
+def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
+    """Run the CTAs ``idx`` (linear over (m_block, head, batch), m_block fastest) to completion; returns their O
+    tiles (g, 128, headdim) uint16 and LSE rows (g, 128) uint32 (rows past seqlen_q included). ``rec`` (a
     flashsim.trace.record.Recorder) gets the events fa2.cu's FS_TRACE marks; ``hook(idx, step, steps)`` (a
     flashsim.kernels.common.StepHook) is called before each KV step (progress, cancellation)."""
     d, bn, mt = pb.headdim, pb.block_n, MMA_TYPE[pb.dtype]
@@ -278,16 +280,33 @@ def _ctas(pb: Problem, q, k, v, o, lse, idx, rec=None, hook=None):
     # empty CTAs: O = 0, lse = +inf
     out[empty] = 0
     lse_v[empty] = POS_INF
-    sel = np.nonzero(row_ok)
+    return out, lse_v
+
+
+def cta_batch(pb: Problem, inputs: dict, idx: np.ndarray, hook=None, rec=None):
+    """The O tiles and LSE rows of the CTAs ``idx`` (:func:`_ctas` on ``inputs`` q, k, v): what a batch computes
+    wherever it runs (flashsim.kernels.common.CtaJob)."""
+    return _ctas(pb, inputs["q"], inputs["k"], inputs["v"], idx, rec, hook)
+
+
+def _store(pb: Problem, o: np.ndarray, lse: np.ndarray, idx: np.ndarray, result) -> None:
+    """Write a batch's O tiles and LSE rows into ``o`` and ``lse`` (the rows below seqlen_q)."""
+    out, lse_v = result
+    m_block = idx % pb.m_blocks
+    head = (idx // pb.m_blocks) % pb.heads
+    bidb = idx // (pb.m_blocks * pb.heads)
+    rows = m_block[:, None] * BLOCK_M + np.arange(BLOCK_M)[None, :]
+    sel = np.nonzero(rows < pb.seqlen_q)
     o[bidb[sel[0]], rows[sel], head[sel[0]], :] = out[sel]
     lse[bidb[sel[0]], head[sel[0]], rows[sel]] = lse_v[sel]
 
 
-def forward(pb: Problem, q, k, v, *, batch: int | None = None, workers: int | None = None, progress=None,
-            rec=None):
+def forward(pb: Problem, q, k, v, *, batch: int | None = None, threads: int | None = None, progress=None,
+            rec=None, cluster=None):
     """O (uint16, q's shape) and LSE (uint32 f32 patterns, (batch, heads, seqlen_q)) for q (batch, seqlen_q,
     heads, headdim) and k, v (batch, seqlen_k, heads_k, headdim) as 16-bit patterns, headdim == the
-    instance's kHeadDim (zero-padded)."""
+    instance's kHeadDim (zero-padded). The CTAs run in batches on ``threads`` threads, or on the workers of
+    ``cluster`` (or of an enclosing ``with flashsim.cluster.Cluster(...)``): the same bits either way."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if np.asarray(x).dtype != np.uint16 or np.asarray(x).ndim != 4 or x.shape[-1] != pb.headdim:
             raise bad_argument(name, getattr(x, "shape", x), f"expected uint16 patterns (batch, seqlen, heads, {pb.headdim})")
@@ -295,11 +314,10 @@ def forward(pb: Problem, q, k, v, *, batch: int | None = None, workers: int | No
     lse = np.zeros((pb.batch, pb.heads, pb.seqlen_q), np.uint32)
     n_ctas = pb.m_blocks * pb.heads * pb.batch
     # about 8 KV steps of 128 x kBlockN scores per CTA in flight: keep a batch near 64 CTAs
-    if rec is not None:  # a recorder sees the CTAs in order, one batch at a time
-        workers = 1
-    hook = StepHook()
-    run_batches(lambda idx: _ctas(pb, q, k, v, o, lse, idx, rec, hook), np.arange(n_ctas), batch or 64, workers,
-                progress, hook=hook)
+    job = CtaJob(cta_batch if rec is None else functools.partial(cta_batch, rec=rec), pb,
+                 {"q": q, "k": k, "v": v}, lambda idx, res: _store(pb, o, lse, idx, res), n_ctas, batch or 64,
+                 local_only=None if rec is None else "a trace recorder sees the CTAs in order, one batch at a time")
+    run_job(job, threads=threads, progress=progress, cluster=cluster)
     return o, lse
 
 
@@ -324,13 +342,20 @@ def pad_inputs(args, q, k, v):
     return out
 
 
-def run(q, k, v, softmax_scale=None, *, kernel: str = "fa2", workers: int | None = None, progress=None, rec=None,
-        **kw):
-    """The twin with flash_attn_func's conventions: returns (out with q's dtype and shape, lse float32)."""
+def run(q, k, v, softmax_scale=None, *, kernel: str = "fa2", threads: int | None = None, progress=None, rec=None,
+        workers: int | None = None, scheduler: str | None = None, client=None, **kw):
+    """The twin with flash_attn_func's conventions: returns (out with q's dtype and shape, lse float32).
+
+    Where the CTAs run: ``threads`` threads of this process (default: the cores); ``workers=N`` a local Dask
+    cluster of N processes started for this call, ``scheduler='tcp://host:port'`` or ``client=`` an existing
+    one (see :mod:`flashsim.cluster`). The bits do not depend on it."""
+    from flashsim.cluster import using
+
     args = check(q, k, v, softmax_scale, kernel, **kw)
     pb = problem_from_args(args)
     qp, kp, vp = pad_inputs(args, q, k, v)
     if args.seqlen_k == 0:  # mha_fwd: no launch; out 0, lse +inf
         return np.zeros(args.q_shape, args.np_dtype), np.full(args.lse_shape, np.inf, np.float32)
-    o, lse = forward(pb, qp, kp, vp, workers=workers, progress=progress, rec=rec)
+    with using(workers=workers, scheduler=scheduler, client=client) as cl:
+        o, lse = forward(pb, qp, kp, vp, threads=threads, progress=progress, rec=rec, cluster=cl)
     return np.ascontiguousarray(o[..., :args.headdim]).view(args.np_dtype), lse.view(np.float32)

@@ -22,11 +22,12 @@ each lane's registers read out of its (rows, columns) tiles through the fragment
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from flashsim.errors import bad_argument
-from flashsim.kernels.common import (MMA_TYPE, NEG_INF, SIGN, XOR, StepHook, f32, narrow, quad_merge, quad_split,
-                                     run_batches)
+from flashsim.kernels.common import MMA_TYPE, NEG_INF, SIGN, XOR, CtaJob, f32, narrow, quad_merge, quad_split, run_job
 from flashsim.numerics import cuda_math, fp32, sfu
 from flashsim.numerics.mma import gemm
 from flashsim.trace.record import acc_index, active, afrag_index, quad_index
@@ -63,8 +64,9 @@ def _maps():
                 pf=afrag_index(0, 1, B_C // 2, B_C // 16))
 
 
-def _ctas(q, k, v, o, scale, dtype, idx, rec=None, hook=None):
-    """CTAs ``idx`` of the grid (q_block fastest, then head, then batch); ``rec`` (a
+def _ctas(q, k, v, scale, dtype, idx, rec=None, hook=None):
+    """CTAs ``idx`` of the grid (q_block fastest, then head, then batch): their O tiles (g, 64, 128) uint16.
+    ``rec`` (a
     flashsim.trace.record.Recorder) gets the events kernel1.cu's FS_TRACE marks; ``hook(idx, step, steps)`` (a
     flashsim.kernels.common.StepHook) is called before each KV step (progress, cancellation)."""
     rec = active(rec, idx)
@@ -121,13 +123,30 @@ def _ctas(q, k, v, o, scale, dtype, idx, rec=None, hook=None):
     if rec is not None:
         rec.event("normalize", idx, (l, mp["row"]), (acc, mp["o"]))
         rec.event("store_o", idx)
-    o[sample[:, None], rows, head[:, None], :] = narrow(acc, dtype)
+    return narrow(acc, dtype)
 
 
-def forward(q, k, v, softmax_scale, *, dtype: str = "float16", batch: int = 32, workers: int | None = None,
-            progress=None, rec=None) -> np.ndarray:
+def cta_batch(params, inputs: dict, idx: np.ndarray, hook=None, rec=None) -> np.ndarray:
+    """The O tiles of the CTAs ``idx``; ``params`` = (softmax_scale as float32, dtype): what a batch computes
+    wherever it runs (flashsim.kernels.common.CtaJob)."""
+    scale, dtype = params
+    return _ctas(inputs["q"], inputs["k"], inputs["v"], scale, dtype, idx, rec, hook)
+
+
+def _store(o: np.ndarray, idx: np.ndarray, tiles: np.ndarray) -> None:
+    """Write a batch's O tiles into ``o`` (batch, seqlen, heads, 128)."""
+    b, n, h, d = o.shape
+    nq = n // B_R
+    qb, head, sample = idx % nq, (idx // nq) % h, idx // (nq * h)
+    rows = qb[:, None] * B_R + np.arange(B_R)[None, :]
+    o[sample[:, None], rows, head[:, None], :] = tiles
+
+
+def forward(q, k, v, softmax_scale, *, dtype: str = "float16", batch: int = 32, threads: int | None = None,
+            progress=None, rec=None, cluster=None) -> np.ndarray:
     """O for q, k, v (batch, seqlen, heads, 128) as 16-bit patterns (uint16) of ``dtype``, with
-    ``softmax_scale`` the float32 the kernel receives."""
+    ``softmax_scale`` the float32 the kernel receives. The CTAs run in batches on ``threads`` threads, or on the
+    workers of ``cluster`` (or of an enclosing ``with flashsim.cluster.Cluster(...)``): the same bits."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if np.asarray(x).dtype != np.uint16 or np.asarray(x).ndim != 4:
             raise bad_argument(name, getattr(x, "shape", x), "expected uint16 bit patterns (batch, seqlen, heads, 128)")
@@ -137,18 +156,24 @@ def forward(q, k, v, softmax_scale, *, dtype: str = "float16", batch: int = 32, 
     if d != D_HEAD or n % B_R or k.shape != q.shape or v.shape != q.shape:
         raise bad_argument("q.shape", q.shape, "kernel1 needs q, k, v of one shape with d = 128 and seqlen % 64 == 0")
     o = np.zeros_like(q)
-    if rec is not None:  # a recorder sees the CTAs in order, one batch at a time
-        workers = 1
-    hook = StepHook()
-    run_batches(lambda idx: _ctas(q, k, v, o, np.float32(softmax_scale), dtype, idx, rec, hook),
-                np.arange(b * h * (n // B_R)), batch, workers, progress, hook=hook)
+    job = CtaJob(cta_batch if rec is None else functools.partial(cta_batch, rec=rec),
+                 (np.float32(softmax_scale), dtype), {"q": q, "k": k, "v": v},
+                 lambda idx, tiles: _store(o, idx, tiles), b * h * (n // B_R), batch,
+                 local_only=None if rec is None else "a trace recorder sees the CTAs in order, one batch at a time")
+    run_job(job, threads=threads, progress=progress, cluster=cluster)
     return o
 
 
-def run(q, k, v, softmax_scale=None, *, kernel: str = "kernel1", rec=None, progress=None) -> np.ndarray:
+def run(q, k, v, softmax_scale=None, *, kernel: str = "kernel1", rec=None, progress=None, threads: int | None = None,
+        workers: int | None = None, scheduler: str | None = None, client=None) -> np.ndarray:
     """The twin with gpu.fa_kernels' conventions: (batch, seqlen, heads, 128) float16 or bfloat16 in and out.
-    ``progress(done, total)`` is called as CTAs finish (fractions while a batch runs)."""
+    ``progress(done, total)`` is called as CTAs finish (fractions while a batch runs). Where the CTAs run:
+    ``threads``, ``workers``, ``scheduler`` and ``client`` as in :func:`flashsim.kernels.fa2.run`."""
+    from flashsim.cluster import using
+
     args = check(q, k, v, softmax_scale, kernel)
     bits = [np.ascontiguousarray(np.asarray(x)).view(np.uint16) for x in (q, k, v)]
-    o = forward(*bits, np.float32(args.softmax_scale_f32), dtype=args.dtype, rec=rec, progress=progress)
+    with using(workers=workers, scheduler=scheduler, client=client) as cl:
+        o = forward(*bits, np.float32(args.softmax_scale_f32), dtype=args.dtype, rec=rec, progress=progress,
+                    threads=threads, cluster=cl)
     return o.view(np.asarray(q).dtype)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 import contextvars
+import dataclasses
 import html
 import json
 from dataclasses import asdict, dataclass, field
@@ -502,6 +503,26 @@ class _LaunchProbe:
             for (c, w, l, a, n, tag) in sm.uninit:
                 rep._add_uninit(UninitRead("shared", a, n, rep._access(self.name, self.program, m, c, w, l, tag, "read")))
             rep.uninit_count += sm.uninit_count - len(sm.uninit)
+
+    def absorb(self, part: "Report") -> None:
+        """Take what a batch run in another process recorded into ``part`` (a Report of the same launch, filled
+        by :meth:`batch` there; flashsim.sass.spread), keeping what this process would have kept."""
+        rep = self.report
+        for rec in part.launches:
+            self.rec.steps += rec.steps
+            self.rec.warp_instructions += rec.warp_instructions
+        for key, site in part._banks.items():
+            mine = rep._banks.get(key)
+            if mine is None:
+                rep._banks[key] = dataclasses.replace(site)
+            else:
+                mine.executions += site.executions
+                mine.wavefronts += site.wavefronts
+                mine.ideal += site.ideal
+        rep.race_count += part.race_count
+        rep.race_sites.extend(part.race_sites[:max(0, rep.max_records - len(rep.race_sites))])
+        rep.uninit_count += part.uninit_count
+        rep.uninitialized.extend(part.uninitialized[:max(0, rep.max_records - len(rep.uninitialized))])
 
     def end(self) -> None:
         delta = self.program.warp_hits - self.before

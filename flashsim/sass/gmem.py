@@ -17,7 +17,7 @@ import numpy as np
 
 from flashsim.errors import bad_argument
 
-__all__ = ["GlobalMemory", "BASE", "ALIGN"]
+__all__ = ["GlobalMemory", "TaskMemory", "BASE", "ALIGN", "range_index"]
 
 BASE = 0x7F0000000000
 ALIGN = 512
@@ -183,5 +183,105 @@ class GlobalMemory:
     def word_view(self, i: int, dtype) -> np.ndarray:
         return self._bufs[int(i)].view(dtype)
 
+    def apply_writes(self, log) -> None:
+        """Store what a batch of CTAs wrote elsewhere (``TaskMemory.write_log()``): the bytes, and for
+        initcheck that they are written now."""
+        for i, starts, ends, data in log:
+            off = range_index(starts, ends)
+            self._bufs[int(i)][off] = data
+            if int(i) in self._unwritten:
+                self._note(int(i), off)
+
     def start(self, i: int) -> int:
         return self._starts[int(i)]
+
+
+class TaskMemory(GlobalMemory):
+    """Global memory as one batch of CTAs sees it in a worker process (flashsim.sass.spread): the snapshot
+    the launch started from, read-only and shared by the worker's tasks, with the batch's own writes
+    copied on write, and a record of the bytes the batch read (before writing them itself) and wrote.
+
+    ``write_log()`` and ``read_log()`` give them as byte ranges per allocation; the launching process applies
+    the writes in batch order (:meth:`GlobalMemory.apply_writes`) after checking that no batch read what an
+    earlier one wrote."""
+
+    def __init__(self, snapshot: GlobalMemory):
+        super().__init__()
+        self._starts, self._ends, self._names = snapshot._starts, snapshot._ends, snapshot._names
+        self._next = snapshot._next
+        self._bufs = list(snapshot._bufs)  # replaced by a private copy at the first write of each
+        self._unwritten = {i: rec.copy() for i, rec in snapshot._unwritten.items()}
+        self._own: set[int] = set()
+        self._wrote: dict[int, np.ndarray] = {}  # allocation -> per byte: written by this batch
+        self._read: dict[int, np.ndarray] = {}  # allocation -> per byte: read before this batch wrote it
+
+    def alloc(self, nbytes: int, *, name: str = "", initialized: bool = True) -> int:
+        raise NotImplementedError("allocating device memory inside a launch is not modelled")
+
+    def _bytes(self, i: int, off: np.ndarray, width: int) -> np.ndarray:
+        return (off[:, None] + np.arange(width)).reshape(-1)
+
+    def gather(self, addr: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:
+        for i in np.unique(idx):
+            i = int(i)
+            off = (addr[idx == i] - np.uint64(self._starts[i])).astype(np.int64)
+            b = self._bytes(i, off, width)
+            wrote = self._wrote.get(i)
+            if wrote is not None:
+                b = b[~wrote[b]]
+            rec = self._read.get(i)
+            if rec is None:
+                rec = self._read[i] = np.zeros(self._bufs[i].size, bool)
+            rec[b] = True
+        return super().gather(addr, idx, width)
+
+    def scatter(self, addr: np.ndarray, idx: np.ndarray, data: np.ndarray, width: int) -> None:
+        for i in np.unique(idx):
+            i = int(i)
+            self._private(i)
+            off = (addr[idx == i] - np.uint64(self._starts[i])).astype(np.int64)
+            self._wrote[i][self._bytes(i, off, width)] = True
+        super().scatter(addr, idx, data, width)
+
+    def word_view(self, i: int, dtype) -> np.ndarray:
+        # global atomics keep a launch in one process (flashsim.sass.spread.local_reason)
+        raise NotImplementedError("a global atomic in a batch of CTAs run in a worker process")
+
+    def _private(self, i: int) -> None:
+        if i not in self._own:
+            self._bufs[i] = self._bufs[i].copy()
+            self._own.add(i)
+            self._wrote[i] = np.zeros(self._bufs[i].size, bool)
+
+    def write_log(self) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+        """(allocation, range starts, range ends, the bytes written there in order) per allocation written."""
+        out = []
+        for i, mask in self._wrote.items():
+            starts, ends = _ranges(mask)
+            if starts.size:
+                out.append((i, starts, ends, self._bufs[i][mask]))
+        return out
+
+    def read_log(self) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """(allocation, range starts, range ends) of the bytes read before this batch wrote them."""
+        out = []
+        for i, mask in self._read.items():
+            starts, ends = _ranges(mask)
+            if starts.size:
+                out.append((i, starts, ends))
+        return out
+
+
+def _ranges(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[start, end) of every run of True in a bool array."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([False], mask, [False])).astype(np.int8)))
+    return edges[0::2].astype(np.int64), edges[1::2].astype(np.int64)
+
+
+def range_index(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Every offset of the ranges [starts[k], ends[k]), in order."""
+    lengths = ends - starts
+    if lengths.size == 0:
+        return np.zeros(0, np.int64)
+    base = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return np.arange(int(lengths.sum()), dtype=np.int64) + base

@@ -19,6 +19,8 @@ Generic addresses (LD/ST/ATOM without a state space): the shared window is the 4
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 
 import numpy as np
@@ -49,6 +51,7 @@ class Launch:
         self.program = program
         self.grid, self.block = grid, block
         self.dynamic_shared = dynamic_shared
+        self.name = name or k.name
         report = checking.current()
         self.probe = report.begin(self, name or "kernel") if report is not None else None
         self.memory = memory
@@ -122,15 +125,42 @@ class Launch:
             sm.observer = self.probe.smem_observer
         return sm
 
+    def detached(self) -> "Launch":
+        """A copy to send to a worker process (flashsim.sass.spread): no global memory (each batch gets its
+        own view of a snapshot), no probe (``worker_checks`` says which diagnostics to collect), no callbacks."""
+        out = copy.copy(self)
+        out.memory = None
+        out.probe = None
+        out.options = dataclasses.replace(self.options, progress=None, cluster=None)
+        p = self.probe
+        out.worker_checks = None if p is None else (p.report.banks, p.report.races, p.report.initcheck,
+                                                    p.report.max_records, p.name)
+        return out
+
     def run(self) -> dict:
         """Run every CTA; returns counters: scheduling steps (one instruction for a group of warps) and
-        warp-instructions (the instructions each warp executed, summed)."""
+        warp-instructions (the instructions each warp executed, summed).
+
+        The CTAs run in batches of ``options.ctas_per_batch``, in this process or as tasks on a Dask cluster
+        (``options.cluster``, else the enclosing ``with flashsim.cluster.Cluster(...)``): the batches are the
+        same, and so are the bits, the counts and the report (flashsim.sass.spread)."""
+        from flashsim import cluster as _cluster
+        from flashsim.sass import spread
+
         total = math.prod(self.grid)
         per = max(1, int(self.options.ctas_per_batch))
+        batches = [np.arange(start, min(total, start + per)) for start in range(0, total, per)]
         steps = warp_steps = 0
+        first = 0
         try:
-            for start in range(0, total, per):
-                ids = np.arange(start, min(total, start + per))
+            cl = self.options.cluster if self.options.cluster is not None else _cluster.current()
+            if cl is not None and len(batches) > 1:
+                why = spread.local_reason(self)
+                if why is not None:
+                    cl.note(f"kernel {self.name!r} runs in this process: {why}")
+                else:
+                    first, steps, warp_steps = spread.run_on(cl, self, batches)
+            for ids in batches[first:]:
                 m = Machine(self.program, self, ids)
                 try:
                     m.run()

@@ -31,6 +31,7 @@ from flashsim.sass.isa import PT, Instr
 __all__ = ["BarrierDeadlock", "ExecOptions", "Machine", "StepBudgetExceeded", "fault", "lane_bits", "lanes_of"]
 
 RUN, EXITED, WAIT, BAR, NONE = 0, 1, 2, 3, 4
+POLL_MASK = 1023  # Machine.poll runs every 1024 scheduling steps
 _BIG = np.int64(1) << 62
 
 
@@ -52,6 +53,9 @@ class ExecOptions:
     ctas_per_batch: int = 256  # CTAs simulated together (memory grows with it)
     clock_step: int = 1  # SR_CLOCKLO advances by this per executed instruction (a deterministic clock)
     starve_steps: int = 256  # a runnable lane passed over for this many steps runs next (forward progress)
+    # a flashsim.cluster.Cluster whose workers run the CTA batches (default: the one of an enclosing
+    # ``with Cluster(...)`` block, else this process); the batches, and so the bits, are the same
+    cluster: object = None
 
 
 def lanes_of(m: "Machine", ex) -> np.ndarray:
@@ -127,6 +131,7 @@ class Machine:
         self._rng = None if self.options.schedule_seed is None else np.random.default_rng(self.options.schedule_seed)
         self._live_warps = int((self.st != NONE).any(axis=2).sum())
         self._waited = None  # per lane: scheduling steps since it last ran (while lanes run apart)
+        self.poll = None  # called every 1024 scheduling steps (POLL_MASK): a worker looks for a cancelled run
 
     # ------------------------------------------------------------------------------------ helpers
     def cta_coords(self, a: int) -> tuple[int, int, int]:
@@ -161,6 +166,8 @@ class Machine:
             whits[pc >> 4] += nw
             if self.steps > budget:
                 self._over_budget(pc, active)
+            if not self.steps & POLL_MASK and self.poll is not None:
+                self.poll()
             self.clock += self.options.clock_step
             if before and pc in before:
                 probe.at_pc(self, pc, active, "before")

@@ -301,6 +301,10 @@ class Program:
         for ins in instructions:
             self.compiled[ins.pc] = self._compile(ins)
 
+    def __reduce__(self):
+        # the closures do not pickle: a worker process compiles the instructions again (counters start at 0)
+        return Program, (self.kernel, list(self.instructions.values()), self.symbols, self.cubin_sha256)
+
     def executed_forms(self) -> dict[str, int]:
         """{instruction form (opcode with modifiers): times executed} over every launch so far."""
         out: dict[str, int] = {}

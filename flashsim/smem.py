@@ -223,18 +223,9 @@ def wavefronts(addr: Any, *, width: int = 4, op: str = "ld", active: Any = None,
                                f"the keywords {', '.join(_COPY_KEYS)} describe a cp.async (op='ldgsts') only")
     if op == "ldgsts" and model.cp_async:
         return cp_async_wavefronts(addr, width=width, active=active, **copy)
-    a = np.asarray(addr)
-    if a.dtype.kind not in "iu" or a.ndim < 1 or a.shape[-1] != 32:
-        raise bad_argument("addr", getattr(a, "shape", a), "expected integer byte addresses of shape (..., 32)")
+    a, a2 = _lane_addresses("addr", addr)
     lead = a.shape[:-1]
-    a2 = np.ascontiguousarray(a.reshape(-1, 32), dtype=np.int64)
-    if active is None:
-        act = np.ones(a2.shape, dtype=bool)
-    else:
-        act = np.asarray(active)
-        if act.dtype != np.bool_:
-            raise bad_argument("active", act.dtype, "expected a bool array")
-        act = np.ascontiguousarray(np.broadcast_to(act, a.shape).reshape(-1, 32))
+    act = np.ones(a2.shape, dtype=bool) if active is None else _lane_bools("active", active, a.shape).reshape(-1, 32)
     if op in ("ldsm", "stsm"):
         if num not in (1, 2, 4):
             raise bad_argument("num", num, "ldmatrix/stmatrix move 1, 2 or 4 matrices (.x1/.x2/.x4)")
@@ -435,6 +426,14 @@ def _ca_sched(dst, src, on, reads, words, lanes_per_phase, wf, lane_wf):  # prag
         wf[i] = tot
 
 
+def _lane_addresses(name: str, v: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(the array as given, its rows of 32 lanes as contiguous int64) of per-lane byte addresses (..., 32)."""
+    a = np.asarray(v)
+    if a.dtype.kind not in "iu" or a.ndim < 1 or a.shape[-1] != 32:
+        raise bad_argument(name, getattr(a, "shape", a), "expected integer byte addresses of shape (..., 32)")
+    return a, np.ascontiguousarray(a.reshape(-1, 32), dtype=np.int64)
+
+
 def _lane_bools(name: str, v: Any, shape: tuple) -> np.ndarray:
     b = np.asarray(v)
     if b.dtype != np.bool_:
@@ -464,11 +463,8 @@ def cp_async_wavefronts(dst: Any, *, width: int = 16, src: Any = None, active: A
         raise bad_argument("width", width, "cp.async copies 4, 8 or 16 bytes")
     if bypass and width != 16:
         raise bad_argument("width", width, "cp.async.cg (bypass) copies 16 bytes")
-    a = np.asarray(dst)
-    if a.dtype.kind not in "iu" or a.ndim < 1 or a.shape[-1] != 32:
-        raise bad_argument("dst", getattr(a, "shape", a), "expected integer byte addresses of shape (..., 32)")
+    a, d = _lane_addresses("dst", dst)
     lead = a.shape[:-1]
-    d = np.ascontiguousarray(a.reshape(-1, 32), dtype=np.int64)
     if src is None:
         s = np.broadcast_to(16 * np.arange(32, dtype=np.int64), d.shape)
     else:

@@ -701,9 +701,7 @@ def locate(module, kernel: str, grid, block, args: Sequence[Any], *, runners: tu
     """Run ``kernel`` of ``module`` (a flashsim.cuda.RawModule built from source) with both runners; if an
     output differs, locate the first register write where they part in the thread that stored the first
     differing element (or in ``thread``). None when the outputs agree."""
-    from flashsim.sass.toolchain import build_of
-
-    build = build_of(module.cubin)
+    build = getattr(module, "build", None)
     if build is None:
         raise LocateError(f"kernel {kernel!r}: locating the first divergence needs the module's CUDA source "
                           "(build it with flashsim.cuda.RawModule(code=...)); this module came from cubin bytes")

@@ -206,9 +206,7 @@ def _locate_lines(mod, name, grid, block, args, shared_mem, exec_options, access
     if not gpu:
         return ["  locating the first divergent instruction needs the GPU (pytest --gpu): an instrumented build "
                 "of the kernel runs on both sides"], None
-    from flashsim.sass.toolchain import build_of
-
-    build = build_of(mod.cubin)
+    build = mod.build
     if build is None:
         return ["  locating the first divergent instruction needs the kernel's CUDA source (a module built with "
                 "flashsim.cuda.RawModule(code=...)); this one came from cubin bytes"], None

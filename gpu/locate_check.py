@@ -246,10 +246,8 @@ def _runners(cpu: bool, kernel, grid, block, plant: bool = False, shared_mem: in
 def check_logs(case: Case, *, cpu: bool = False, seed: int = 0, capacity: int = 1 << 16) -> dict:
     """Part 1 for one case: per thread, entries logged, entries that differ, outputs equal."""
     from flashsim.locate import Thread, locate_first_divergence
-    from flashsim.sass.toolchain import build_of
-
     mod = case.build()
-    build = build_of(mod.cubin)
+    build = mod.build
     args = case.make_args(np.random.default_rng(seed))
     rows = []
     for ctaid, tid in case.threads:

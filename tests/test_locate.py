@@ -2,7 +2,6 @@
 logs of an instrumented build. Without a GPU both runners are interpreters, one with a planted FFMA bug;
 gpu/locate_check.py runs the same checks with the H100 as the first runner."""
 
-import collections
 import json
 import re
 from pathlib import Path
@@ -14,7 +13,7 @@ import flashsim.cuda as fc
 import flashsim.locate as loc
 from flashsim import testing
 from flashsim.gpu import locate_check as lc
-from flashsim.sass import ptxlog, toolchain
+from flashsim.sass import ptxlog
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -126,7 +125,6 @@ def test_overflow_is_reported_with_how_far_the_logs_agree(mod):
 
 
 def test_a_module_from_cubin_bytes_cannot_be_located(mod, monkeypatch):
-    monkeypatch.setattr(toolchain, "_BUILDS", collections.OrderedDict())
     with pytest.raises(loc.LocateError, match="needs the module's CUDA source"):
         loc.locate(fc.RawModule(cubin=mod.cubin), "poly", 2, 64, _args(), runners=_pair())
 
@@ -135,7 +133,7 @@ def test_runners_must_return_one_entry_per_argument(mod):
     bad = (lambda cubin, args: [None], loc.interpreter_runner("poly", 2, 64))
     t = loc.Thread.of((2,), (64,), ctaid=(0, 0, 0), warp=0, lane=0)
     with pytest.raises(Exception, match="one entry per argument"):
-        loc.locate_first_divergence(toolchain.build_of(mod.cubin), "poly", 2, 64, _args(), thread=t, runners=bad)
+        loc.locate_first_divergence(mod.build, "poly", 2, 64, _args(), thread=t, runners=bad)
 
 
 def test_format_value_reads_each_register_kind():
@@ -194,7 +192,7 @@ def test_a_pointer_past_the_end_of_its_array_is_compared_by_that_array(label, ct
     args = case.make_args(np.random.default_rng(0))
     packed = lc.PackedRunner(loc.interpreter_runner(case.kernel, case.grid, case.block))
     t = loc.Thread(ctaid, tid, loc._dims("grid", case.grid), loc._dims("block", case.block))
-    d = loc.locate_first_divergence(toolchain.build_of(m.cubin), case.kernel, case.grid, case.block, args, thread=t,
+    d = loc.locate_first_divergence(m.build, case.kernel, case.grid, case.block, args, thread=t,
                                     runners=(packed, loc.interpreter_runner(case.kernel, case.grid, case.block)))
     assert d.index is None and d.differing == 0 and not d.outputs_differ
     arrays = [i for i, a in enumerate(args) if isinstance(a, np.ndarray)]
@@ -295,7 +293,7 @@ def test_a_genuine_pointer_divergence_is_reported(site, gpu, interp, shown):
 def test_instrumented_builds_compute_what_the_plain_builds_compute(case):
     src, name = case.source()
     m = fc.RawModule(code=src, name=name)
-    ins, cubin = loc.instrumented_build(toolchain.build_of(m.cubin), case.kernel)
+    ins, cubin = loc.instrumented_build(m.build, case.kernel)
     args = case.make_args(np.random.default_rng(5))
     run = loc.interpreter_runner(case.kernel, case.grid, case.block)
     plain = run(m.cubin, [np.copy(a) if isinstance(a, np.ndarray) else a for a in args])
@@ -314,7 +312,7 @@ def test_mma_destinations_are_logged_element_by_element():
     case = next(c for c in lc.CASES if c.kernel == "mma_tile")
     src, name = case.source()
     m = fc.RawModule(code=src, name=name)
-    ins, cubin = loc.instrumented_build(toolchain.build_of(m.cubin), "mma_tile")
+    ins, cubin = loc.instrumented_build(m.build, "mma_tile")
     mma = [s for s in ins.sites if s.text.startswith("mma.sync")]
     ldm = [s for s in ins.sites if s.text.startswith("ldmatrix.sync.aligned.m8n8.x4")]
     assert len(mma) == 4 and len({s.register for s in mma}) == 4 and len(ldm) == 4
@@ -364,7 +362,6 @@ def test_under_gpu_the_message_names_the_first_divergence():
 
 
 def test_under_gpu_a_module_from_cubin_bytes_says_locating_needs_the_source(mod, session, monkeypatch):
-    monkeypatch.setattr(toolchain, "_BUILDS", collections.OrderedDict())
     monkeypatch.setattr(testing, "_run_gpu", lambda cubin, name, grid, block, a, sm: loc.interpreter_runner(
         name, grid, block, sm)(cubin, list(a)))
     testing.configure(gpu=True, update_golden=False, golden_dir=session)

@@ -2,7 +2,6 @@
 and nvJitLink paths. Instrumented kernels run in the interpreter; the logged values are checked against
 what each instruction computes."""
 
-import collections
 from pathlib import Path
 
 import numpy as np
@@ -227,9 +226,9 @@ def test_compile_cuda_ptx_is_the_ptx_of_the_cubin_build():
     assert ".entry row_sums(" in ptx and ".target sm_90" in ptx and "\t.loc\t1 " in ptx and ".file\t1" in ptx
     assert "add.ftz.f32" in ptx  # cupy's -ftz=true is among the options
     mod = fc.RawModule(code=src, name="row_sums_fixed.cu")
-    b = toolchain.build_of(mod.cubin)
+    b = mod.build
     assert b is not None and b.source == src and b.name == "row_sums_fixed.cu" and b.lineinfo
-    assert toolchain.build_of(b"not a cubin") is None
+    assert fc.RawModule(cubin=mod.cubin).build is None
     # linked without instrumentation it runs like the NVRTC cubin
     cubin = toolchain.link_ptx(ptx)
     x = np.random.default_rng(3).standard_normal(2048).astype(np.float32)
@@ -260,14 +259,6 @@ def test_the_nvjitlink_library_can_be_named(monkeypatch, tmp_path):
     finally:
         toolchain._nvjitlink.cache_clear()
 
-
-def test_build_registry_is_bounded(monkeypatch):
-    monkeypatch.setattr(toolchain, "_BUILDS", collections.OrderedDict())
-    monkeypatch.setattr(toolchain, "_BUILDS_MAX", 3)
-    for i in range(5):
-        toolchain._remember(bytes([i]), f"src{i}", "a.cu", (), (), True)
-    assert toolchain.build_of(bytes([0])) is None and toolchain.build_of(bytes([4])).source == "src4"
-    assert len(toolchain._BUILDS) == 3
 
 
 def test_contractible_products_are_left_out_unless_asked_for():

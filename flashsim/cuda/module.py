@@ -27,7 +27,7 @@ from flashsim.sass.isa import parse_instruction
 from flashsim.sass.launch import DEFAULT_DYNAMIC_LIMIT, MAX_SMEM_PER_CTA, Launch
 from flashsim.sass.machine import ExecOptions
 from flashsim.sass.program import Program
-from flashsim.sass.toolchain import compile_cuda, disassemble
+from flashsim.sass.toolchain import CudaBuild, compile_cuda, disassemble
 from flashsim.cuda.memory import ndarray, device_memory
 
 __all__ = ["Function", "LaunchError", "RawKernel", "RawModule"]
@@ -59,12 +59,16 @@ class RawModule:
         self.name_expressions = tuple(name_expressions or ())
         self._lowered: dict[str, str] = {}
         self.log = ""
+        #: how the cubin was compiled (source, options), for builds of the same source such as flashsim.locate's
+        #: instrumented one; None for a module given as cubin bytes
+        self.build: CudaBuild | None = None
         if code is not None:
             if not isinstance(name, str) or not name:
                 raise bad_argument("name", name, "expected the source's file name (what line info and reports show)")
             data, self.log, self._lowered = compile_cuda(code, name=name, options=tuple(options),
                                                         name_expressions=self.name_expressions, lineinfo=lineinfo)
             self.source_name = name
+            self.build = CudaBuild(code, name, tuple(options), self.name_expressions, bool(lineinfo))
         elif path is not None:
             p = Path(path)
             if not p.is_file():

@@ -8,7 +8,6 @@ program and asked for JSON. Sources are compiled the way ``cupy.RawModule`` comp
 
 from __future__ import annotations
 
-import collections
 import ctypes
 import dataclasses
 import functools
@@ -25,7 +24,7 @@ from typing import Sequence
 
 from flashsim.errors import FlashsimError, bad_argument
 
-__all__ = ["CUPY_OPTIONS", "CompileError", "CudaBuild", "PtxLinkError", "ToolchainError", "build_of",
+__all__ = ["CUPY_OPTIONS", "CompileError", "CudaBuild", "PtxLinkError", "ToolchainError",
            "compile_cuda", "compile_cuda_ptx", "disassemble", "link_ptx", "nvdisasm_path", "nvjitlink_version",
            "nvrtc_version", "versions"]
 
@@ -259,13 +258,11 @@ def compile_cuda(source: str, *, name: str = "kernel.cu", options: Sequence[str]
                      tuple(name_expressions))
     hit = _cache_read(key)
     if hit is not None:
-        _remember(hit[0], source, name, options, name_expressions, lineinfo)
         return hit
     cubin, log, lowered = _nvrtc_run(source, name, opts, name_expressions, "CUBIN")
     if not cubin:
         raise ToolchainError(f"NVRTC produced no cubin for {name} (options {opts}): is the target a real sm_XY?")
     _cache_write(key, cubin, log, lowered)
-    _remember(cubin, source, name, options, name_expressions, lineinfo)
     return cubin, log, lowered
 
 
@@ -317,26 +314,6 @@ class CudaBuild:
     name_expressions: tuple[str, ...]
     lineinfo: bool
 
-
-_BUILDS: "collections.OrderedDict[str, CudaBuild]" = collections.OrderedDict()
-_BUILDS_MAX = 512
-
-
-def _remember(cubin: bytes, source, name, options, name_expressions, lineinfo) -> None:
-    """Note which source a cubin came from (in this process, the latest few hundred builds)."""
-    digest = hashlib.sha256(cubin).hexdigest()
-    with _LOCK:
-        _BUILDS[digest] = CudaBuild(source, name, tuple(options), tuple(name_expressions), bool(lineinfo))
-        _BUILDS.move_to_end(digest)
-        while len(_BUILDS) > _BUILDS_MAX:
-            _BUILDS.popitem(last=False)
-
-
-def build_of(cubin: bytes) -> CudaBuild | None:
-    """The source and options :func:`compile_cuda` built ``cubin`` from in this process, or None (a cubin
-    read from a file or made elsewhere)."""
-    with _LOCK:
-        return _BUILDS.get(hashlib.sha256(bytes(cubin)).hexdigest())
 
 
 def compile_cuda_ptx(source: str, *, name: str = "kernel.cu", options: Sequence[str] = (),

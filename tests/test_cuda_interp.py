@@ -536,3 +536,31 @@ def test_kernels_using_the_cuda_fp16_and_bf16_headers():
     zw = (xd * xd).astype(np.float16).astype(np.float32) + yw.astype(np.float32)
     np.testing.assert_array_equal(y.get(), yw.view(np.uint16))
     np.testing.assert_array_equal(z.get(), zw)
+
+
+ZFILL_SRC = r'''
+extern "C" __global__ void zfill(const unsigned char* g, unsigned* out, unsigned n) {
+    __shared__ __align__(16) unsigned char s[512];
+    unsigned t = threadIdx.x;
+    unsigned dst = (unsigned)__cvta_generic_to_shared(s + 16 * t);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(g + 16 * t), "r"(n) : "memory");
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    out[t] = reinterpret_cast<unsigned*>(s)[4 * t + 1];
+}'''
+
+
+def test_a_zero_filling_cp_async_reads_only_its_src_size_bytes():
+    """cp.async with a src-size: only the bytes read must lie in an allocation (lane 31 of a 504-byte array
+    may read 8 bytes at offset 496, not 12), the rest of the 16 land as zeros; a read past the end is a
+    fault naming the lane and the bytes."""
+    import flashsim.cuda as fc
+
+    k = fc.RawModule(code=ZFILL_SRC).get_function("zfill")
+    g = fc.asarray(np.arange(504, dtype=np.uint32).astype(np.uint8))
+    out = fc.zeros(32, np.uint32)
+    k((1,), (32,), (g, out, np.uint32(8)))
+    want = np.arange(504, dtype=np.uint32).astype(np.uint8)
+    assert np.array_equal(out.get(), np.array([int.from_bytes(bytes(want[16 * t + 4:16 * t + 8]), "little")
+                                              for t in range(32)], np.uint32))
+    with pytest.raises(Exception, match=r"out-of-bounds global address.*lane=31.*cp.async reads 12 bytes"):
+        k((1,), (32,), (g, out, np.uint32(12)))

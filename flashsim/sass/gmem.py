@@ -134,8 +134,9 @@ class GlobalMemory:
             self._arrays_cache = (np.array(self._starts, np.uint64), np.array(self._ends, np.uint64))
         return self._arrays_cache
 
-    def locate(self, addr: np.ndarray, width: int):
-        """Allocation index per address (-1 where the ``width`` bytes are not all inside one allocation)."""
+    def locate(self, addr: np.ndarray, width):
+        """Allocation index per address (-1 where the ``width`` bytes are not all inside one allocation);
+        ``width`` one byte count or one per address."""
         starts, ends = self._arrays()
         if len(starts) == 0:
             return np.full(addr.shape, -1, np.int64)
@@ -143,7 +144,7 @@ class GlobalMemory:
         idx = np.searchsorted(starts, a, side="right").astype(np.int64) - 1
         ok = idx >= 0
         safe = np.where(ok, idx, 0)
-        ok &= (a + np.uint64(width)) <= ends[safe]
+        ok &= (a + np.asarray(width).astype(np.uint64)) <= ends[safe]
         return np.where(ok, idx, -1)
 
     def gather(self, addr: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:

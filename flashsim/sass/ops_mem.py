@@ -356,9 +356,8 @@ def ldgsts(ctx: Ctx):
                 if zfill:  # only the bytes read must lie in an allocation (padding keeps the 16-byte gather safe)
                     keep = width - nzero[reads]
                     a = s[reads]
-                    idx = m.mem.locate(a, 1)
-                    ends = m.mem._arrays()[1]
-                    bad = (idx < 0) | (a + keep.astype(np.uint64) > ends[np.maximum(idx, 0)])
+                    idx = m.mem.locate(a, np.maximum(keep, 1))
+                    bad = idx < 0
                     if bad.any():
                         mask = np.zeros(lanes.shape, bool)
                         mask[reads] = bad

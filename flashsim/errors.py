@@ -57,3 +57,30 @@ def _rebuild_fault(cls, kind, fields, state):
 
 class TraceError(FlashsimError):
     """A trace or golden-data file is unreadable, corrupt or from an unknown format version."""
+
+
+class GpuUnavailable(FlashsimError):
+    """No usable GPU toolchain: cupy missing or broken, no CUDA device, or nvcc not on PATH."""
+
+
+class CompileError(FlashsimError):
+    """A kernel source did not compile; ``.filename`` is the source, ``.log`` the compiler's full log."""
+
+    def __init__(self, filename, log: str, *, compiler: str = "nvrtc"):
+        self.filename = str(filename)
+        self.log = log
+        self.compiler = compiler
+        super().__init__(f"{compiler} failed to compile {self.filename}:\n{log.rstrip()}")
+
+
+class CheckError(FlashsimError):
+    """A hardware check could not run (no ncu or compute-sanitizer, no permission, no metric, a timeout);
+    the message says what to do."""
+
+
+class LaunchError(FlashsimError):
+    """A kernel launch or the synchronisation after it returned a CUDA error; ``.kernel`` names it."""
+
+    def __init__(self, kernel: str, detail: str):
+        self.kernel = kernel
+        super().__init__(f"kernel {kernel!r} failed: {detail}")

@@ -62,7 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if run.gpu:
         _gpu_hypothesis_profile(config)
     if run.gpu:
-        from flashsim.gpu.runtime import GpuUnavailable, device_info
+        from flashsim.device import GpuUnavailable, device_info
 
         try:
             config.stash[_DEVICE_INFO] = device_info()

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from flashsim.errors import FlashsimError, bad_argument
+from flashsim.errors import CheckError, CompileError, FlashsimError, GpuUnavailable, LaunchError, bad_argument
 
 __all__ = [
     "BASE_OPTIONS",
@@ -52,33 +52,6 @@ _INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.MULTILINE)
 _ARCH_RE = re.compile(r"^sm_\d{2,3}a?$")
 # Options that gpu.runtime sets itself (the standard, the target); passing them again would fight those.
 _RESERVED_OPTION_RE = re.compile(r"^(-std|--std|-arch|--gpu-architecture|-gencode|--generate-code)")
-
-
-class GpuUnavailable(FlashsimError):
-    """No usable GPU toolchain: cupy missing or broken, no CUDA device, or nvcc not on PATH."""
-
-
-class CompileError(FlashsimError):
-    """A kernel source did not compile; ``.filename`` is the source, ``.log`` the compiler's full log."""
-
-    def __init__(self, filename: str | Path, log: str, *, compiler: str = "nvrtc"):
-        self.filename = str(filename)
-        self.log = log
-        self.compiler = compiler
-        super().__init__(f"{compiler} failed to compile {self.filename}:\n{log.rstrip()}")
-
-
-class CheckError(FlashsimError):
-    """A hardware check could not run (no ncu or compute-sanitizer, no permission, no metric, a timeout);
-    the message says what to do."""
-
-
-class LaunchError(FlashsimError):
-    """A kernel launch or the synchronisation after it returned a CUDA error; ``.kernel`` names it."""
-
-    def __init__(self, kernel: str, detail: str):
-        self.kernel = kernel
-        super().__init__(f"kernel {kernel!r} failed: {detail}")
 
 
 # --------------------------------------------------------------------------------------------------

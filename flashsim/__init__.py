@@ -1,8 +1,7 @@
 """flashsim: a bit-level functional simulator of NVIDIA warp-level machinery (sm_90)."""
 
+from flashsim._version import __version__
 from flashsim.errors import ArgumentError, FlashsimError, SimulatedFault, TraceError
-
-__version__ = "0.1.0"
 
 __all__ = ["ArgumentError", "FlashsimError", "SimulatedFault", "TraceError", "__version__", "flash_attn_func"]
 

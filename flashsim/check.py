@@ -19,7 +19,8 @@ import ml_dtypes
 import numpy as np
 
 from flashsim import cluster
-from flashsim.kernels import PROGRESS_UNIT, TWINS, run_twin
+from flashsim.kernels import run_twin
+from flashsim.kernels.spec import SPECS, get
 from flashsim.options import PROBLEM_DEFAULTS, non_negative_int, positive_int
 from flashsim.progress import Estimate, Progress, format_bytes, physical_memory, refuse_if_too_large
 
@@ -28,6 +29,8 @@ _DTYPES = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
 #: the option of each problem size, in the order the error messages name them
 SIZE_OPTIONS = (("batch", "--batch"), ("heads", "--heads"), ("heads_k", "--heads-k"), ("seqlen", "--seqlen"),
                 ("seqlen_k", "--seqlen-k"), ("headdim", "--headdim"))
+#: the kernels ``flashsim check`` runs unless told: one configuration of each kernel
+DEFAULT_KERNELS = tuple(name for name, spec in SPECS.items() if spec.config_of is None)
 #: atol of flash-attn's acceptance rule as flashsim check applies it
 ATOL = 1e-5
 #: seconds a run lasts before its progress is shown (a short run stays quiet)
@@ -37,7 +40,8 @@ EPILOG = """reading the output:
   out vs float64   flash-attn's acceptance rule: max|out - ref| <= 2 * max|out_lowp - ref| + atol, with
                    ref the float64 reference attention, out_lowp the same attention computed plainly at
                    the kernel's precisions, atol 1e-05
-  LSE vs float64   the log-sum-exp of each score row; only fa2 writes it (the others write out alone)
+  LSE vs float64   the log-sum-exp of each score row; only fa2 writes it (and fa2_sm8x, fa2 with other
+                   tiles; the others write out alone)
   banks            executions: shared-memory warp instructions executed; wavefronts: passes through the
                    32 banks they took; ideal: the fewest passes their bytes need; conflicts: wavefronts
                    minus ideal (extra passes from bank conflicts)
@@ -52,8 +56,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("check", help="run the FlashAttention kernels' twins on random inputs: error vs float64, "
                                      "bank conflicts per source line, time; --gpu: bit-identity with the CUDA kernels",
                        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--kernel", default=",".join(TWINS),
-                   help=f"comma-separated kernels to run, from {','.join(TWINS)} (default: %(default)s)")
+    p.add_argument("--kernel", default=",".join(DEFAULT_KERNELS),
+                   help=f"kernels to run (default: %(default)s), comma-separated, from {','.join(SPECS)}")
     add_problem_arguments(p)
     p.add_argument("--gpu", action="store_true", help="also run the CUDA kernels (cupy) and compare bit for bit")
     p.add_argument("--no-banks", action="store_true", help="skip the bank report (it runs each kernel's cubin in "
@@ -108,27 +112,11 @@ def fake_inputs(batch: int, heads: int, heads_k: int, seqlen_q: int, seqlen_k: i
 
 
 def in_domain(kernel: str, q, k, v, kw: dict) -> bool:
-    """Whether ``kernel`` models this call (shapes, dtype, masks): the twins' own checks."""
-    from flashsim.attention import check_args
+    """Whether ``kernel`` models this call (shapes, dtype, masks): the twin's own check."""
     from flashsim.errors import ArgumentError
-    from flashsim.kernels import check_supported
 
     try:
-        if kernel == "fa2":
-            from flashsim.kernels import fa2
-
-            fa2.check(q, k, v, **kw)
-            return True
-        check_supported(kernel, check_args(q, k, v, **kw))
-        scale = kw.get("softmax_scale")
-        if kernel == "kernel1":
-            from flashsim.kernels import kernel1
-
-            kernel1.check(q, k, v, scale)
-        else:
-            from flashsim.kernels import fa_v5
-
-            fa_v5.check(kernel, q, k, v, scale)
+        get(kernel).check(q, k, v, **kw)
     except (NotImplementedError, ArgumentError):
         return False
     return True
@@ -136,50 +124,25 @@ def in_domain(kernel: str, q, k, v, kw: dict) -> bool:
 
 def tile_steps(kernel: str, a) -> int:
     """CTAs x KV blocks of one launch of ``kernel`` on the call ``a`` (AttentionArgs): the unit of the work."""
-    if kernel == "fa2":
-        if a.seqlen_k == 0:
-            return 0
-        from flashsim.kernels import fa2
-
-        pb = fa2.problem_from_args(a)
-        lo, hi = pb.n_block_range(np.arange(pb.m_blocks))
-        return int(np.maximum(hi - lo, 0).sum()) * a.heads * a.batch
-    if kernel == "kernel1":
-        return (a.seqlen_q // 64) * a.heads * a.batch * (a.seqlen_k // 64)
-    return (a.seqlen_q // 64) * a.heads * a.batch * (a.seqlen_k // 16)  # v5/v6: 64-row CTAs, 16-key tiles
+    spec = get(kernel)
+    return spec.twin_module.tile_steps(spec.instance_for(a), a)
 
 
 def grid_ctas(kernel: str, a) -> int:
     """CTAs of one launch of ``kernel`` on the call ``a``."""
-    if kernel == "fa2":
-        return -(-a.seqlen_q // 128) * a.heads * a.batch
-    return (a.seqlen_q // 64) * a.heads * a.batch
+    return get(kernel).instance_for(a).ctas(a)
 
 
 def kernel_memory(kernel: str, a, *, workers: int = 1, interp: bool = False) -> int:
     """Bytes the twin of ``kernel`` (or, ``interp``, its cubin in the SASS interpreter) allocates on the call
     ``a`` beyond the inputs: copies of the inputs, outputs and the working arrays of the CTAs in flight on
     ``workers`` threads (or worker processes)."""
-    nq = a.batch * a.seqlen_q * a.heads * a.headdim
-    nk = a.batch * a.seqlen_k * a.heads_k * a.headdim
-    if kernel == "fa2":
-        d = 64 if a.headdim_padded <= 64 else 128
-        bn = 64 if d == 64 else 32
-        pad = (nq + 2 * nk) * d // a.headdim
-        io = 2 * pad + 2 * nq * d // a.headdim + 4 * a.batch * a.heads * a.seqlen_q + 2 * nq
-        per_cta = 128 * d * 18 + 128 * bn * 40 + bn * d * 12
-        live = min(64 * workers, grid_ctas(kernel, a))
-    elif kernel == "kernel1":
-        io = 2 * (nq + 2 * nk) + 4 * nq
-        per_cta = 64 * 128 * 18 + 64 * 64 * 32 + 64 * 128 * 8
-        live = min(32 * workers, grid_ctas(kernel, a))
-    else:  # v5/v6: every 16-row warp tile at once, each with its own copy of its head's K and V
-        tiles = a.batch * a.heads * (a.seqlen_q // 16)
-        io = 2 * (nq + 2 * nk) + 6 * nq + 2 * 2 * tiles * a.seqlen_k * a.headdim
-        per_cta, live = 4 * (16 * 16 * 4 * 12 + 16 * a.headdim * 4 * 4), tiles // 4
     if interp:  # device copies of inputs and outputs, and the state of a batch of CTAs (shared memory, registers)
+        nq = a.batch * a.seqlen_q * a.heads * a.headdim
+        nk = a.batch * a.seqlen_k * a.heads_k * a.headdim
         return 2 * (nq + 2 * nk) + 8 * nq + 256 * 256 * 1024
-    return io + per_cta * live
+    spec = get(kernel)
+    return spec.twin_module.memory(spec.instance_for(a), a, workers)
 
 
 def _chunk(a) -> int:
@@ -235,14 +198,15 @@ def size_options(args) -> str:
 
 
 def _tiny(kernel: str, q, k, v):
-    """The smallest problem in ``kernel``'s domain with this call's dtype and head dim."""
-    b, sq, h, d = 1, 1, 1, q.shape[-1]
-    sk = 1
-    if kernel == "kernel1":
-        sq = sk = 64
-    elif kernel in ("v5", "v6"):
-        sq, sk = 64, 16
-    return fake_inputs(b, h, h, sq, sk, d, _dtype_name(q))
+    """A one-CTA problem in ``kernel``'s domain with this call's dtype and head dim: one block of query rows
+    and one KV block (None when no instance runs this head dim)."""
+    from flashsim.errors import ArgumentError
+
+    try:
+        inst = get(kernel).instance_for_headdim(q.shape[-1])
+    except ArgumentError:
+        return None
+    return fake_inputs(1, 1, 1, inst.block_m, inst.block_n, q.shape[-1], _dtype_name(q))
 
 
 def _dtype_name(x) -> str:
@@ -257,18 +221,20 @@ def warm_up(kernels, q, k, v, kw: dict, *, banks: bool, gpu: bool = False) -> fl
 
     t0 = time.perf_counter()
     for kernel in kernels:
-        tq, tk, tv = (np.ascontiguousarray(x) for x in _tiny(kernel, q, k, v))
-        tkw = kw if kernel == "fa2" else {"softmax_scale": kw.get("softmax_scale")}
-        if not in_domain(kernel, tq, tk, tv, tkw):
+        tiny = _tiny(kernel, q, k, v)
+        if tiny is None:
+            continue
+        tq, tk, tv = (np.ascontiguousarray(x) for x in tiny)
+        if not in_domain(kernel, tq, tk, tv, kw):
             continue
         try:
-            run_twin(kernel, tq, tk, tv, **tkw)
+            run_twin(kernel, tq, tk, tv, **kw)
             if banks:
-                bank_report(kernel, tq, tk, tv, **tkw)
+                bank_report(kernel, tq, tk, tv, **kw)
             if gpu:
-                from flashsim.gpu.fa_kernels import run_kernel
+                from flashsim.kernels.launch import run_kernel
 
-                run_kernel(kernel, tq, tk, tv, **tkw)
+                run_kernel(kernel, tq, tk, tv, **kw)
         except (NotImplementedError, ArgumentError):  # outside the kernel's domain: the run says so
             continue
     return time.perf_counter() - t0
@@ -279,10 +245,10 @@ def bank_report(kernel: str, q, k, v, progress=None, **kw):
     interpreter on these inputs; ``progress(done, total)`` counts CTAs. Inside ``with flashsim.cluster.Cluster``
     the launch's CTA batches run on its workers (about 4 batches per worker)."""
     import flashsim.cuda as fc
-    from flashsim.gpu.fa_kernels import prepare
+    from flashsim.kernels.launch import prepare
 
     with fc.checking(banks=True) as report:
-        if kernel == "fa2" and k.shape[1] == 0:  # flash_attn_func launches nothing
+        if k.shape[1] == 0:  # flash_attn_func launches nothing
             return report
         prep = prepare(kernel, q, k, v, backend="interp", **kw)
         if prep.reset is not None:
@@ -338,8 +304,8 @@ LEGEND = """  reading the results:
     out vs float64: flash-attn's acceptance rule, max|out - ref| <= 2 * max|out_lowp - ref| + atol, with ref the
       float64 reference attention, out_lowp the same attention computed plainly at the kernel's precisions
       (float32 scores and row sums, P rounded to the input type; float16 accumulators for v5 and v6), atol 1e-05
-    LSE vs float64: the log-sum-exp of each score row (natural log, what the backward pass needs); of the four
-      kernels only fa2 writes it, so only fa2 has this line
+    LSE vs float64: the log-sum-exp of each score row (natural log, what the backward pass needs); of the seed
+      kernels only fa2 writes it (fa2_sm8x too: fa2 with other tiles), so only fa2 has this line
     banks: the kernel's own cubin run in the SASS interpreter; executions = shared-memory warp instructions
       executed, wavefronts = passes through the 32 banks they took, ideal = the fewest passes their bytes need,
       conflicts = wavefronts - ideal (the extra passes that bank conflicts cost)"""
@@ -351,12 +317,12 @@ def cmd_check(args) -> int:
 
     kernels = [k for k in args.kernel.split(",") if k]
     if not kernels:
-        raise bad_argument("--kernel", args.kernel, f"name at least one kernel from {TWINS}")
+        raise bad_argument("--kernel", args.kernel, f"name at least one kernel from {tuple(SPECS)}")
     for k in kernels:
-        if k not in TWINS:
-            raise bad_argument("--kernel", k, f"expected names from {TWINS}")
+        if k not in SPECS:
+            raise bad_argument("--kernel", k, f"expected names from {tuple(SPECS)}")
     if args.gpu:  # before any simulation: a missing GPU is known at once
-        from flashsim.gpu.runtime import require_gpu
+        from flashsim.device import require_gpu
 
         require_gpu()
     hk = args.heads if args.heads_k is None else args.heads_k
@@ -398,7 +364,7 @@ def cmd_check(args) -> int:
             sys.stdout.flush()  # what was printed comes before the progress on stderr
             try:
                 t0 = time.perf_counter()
-                with Progress(f"{kernel} twin", 1, unit=PROGRESS_UNIT[kernel], delay=PROGRESS_DELAY) as pr:
+                with Progress(f"{kernel} twin", 1, unit=get(kernel).progress_unit, delay=PROGRESS_DELAY) as pr:
                     out, lse = run_twin(kernel, q, k, v, progress=pr, **kw)
                 t_sim = time.perf_counter() - t0
             except (NotImplementedError, ArgumentError) as exc:
@@ -407,7 +373,7 @@ def cmd_check(args) -> int:
                 continue
             if ref is None:
                 ref, ref_lse = attention_reference(q, k, v, fa_args)
-            lowp, _ = attention_lowp(q, k, v, fa_args, acc="f16" if kernel in ("v5", "v6") else "f32")
+            lowp, _ = attention_lowp(q, k, v, fa_args, acc=get(kernel).acc)
             rule = passes_flash_attn_rule(out, ref, lowp, atol=ATOL)
             print(f"  simulator: {t_sim:.2f} s wall (the twin, after the warm-up)")
             print(_rule_line(rule))
@@ -424,7 +390,7 @@ def cmd_check(args) -> int:
                     report = bank_report(kernel, q, k, v, progress=pr, **kw)
                 print_banks(report, args.bank_lines, time.perf_counter() - t0)
             if args.gpu:
-                from flashsim.gpu.fa_kernels import run_kernel
+                from flashsim.kernels.launch import run_kernel
 
                 t0 = time.perf_counter()
                 g_out, g_lse = run_kernel(kernel, q, k, v, **kw)

@@ -51,8 +51,9 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from flashsim.errors import FlashsimError, bad_argument, location
+from flashsim.options import positive_int
 
-__all__ = ["Cluster", "ClusterError", "DaskNotInstalled", "current", "note", "using"]
+__all__ = ["Cancelled", "Cluster", "ClusterError", "DaskNotInstalled", "current", "note", "using"]
 
 INSTALL = 'pip install "flashsim[dask]"'
 #: seconds between two looks at the tasks (and two progress reports) in the calling process
@@ -65,6 +66,11 @@ CONNECT_TIMEOUT, WORKER_TIMEOUT = 10.0, 60.0
 MAX_RESEND = 3
 
 _CURRENT: contextvars.ContextVar["Cluster | None"] = contextvars.ContextVar("flashsim_cluster", default=None)
+
+
+class Cancelled(Exception):
+    """Raised inside a batch of CTAs, by the step hook the batch polls, when the run it belongs to was
+    cancelled (Ctrl-C)."""
 
 
 class ClusterError(FlashsimError):
@@ -386,8 +392,6 @@ class _WorkerHook:
         self._last = now
         from distributed import Event, get_worker
 
-        from flashsim.kernels.common import Cancelled
-
         if self._stop is None:
             self._stop = Event(self.stop_name)
         if self._stop.is_set():
@@ -413,8 +417,6 @@ def _portable(exc: BaseException) -> BaseException:
 def _task(fn: Callable, shared: tuple, idx: np.ndarray, batch: int, topic: str, stop_name: str) -> tuple[str, Any]:
     """One batch in a worker: ("ok", what ``fn`` returned), ("error", the FlashsimError it raised) or
     ("cancelled", None)."""
-    from flashsim.kernels.common import Cancelled
-
     params, inputs = shared
     try:
         return "ok", fn(params, inputs, idx, _WorkerHook(batch, topic, stop_name))
@@ -432,8 +434,6 @@ def _task(fn: Callable, shared: tuple, idx: np.ndarray, batch: int, topic: str, 
 
 def add_arguments(p) -> None:
     """``--workers N`` and ``--scheduler ADDR``, the options of every command that runs CTA batches."""
-    from flashsim.options import positive_int
-
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="run the CTA batches on a local Dask cluster of N worker processes on this machine "
                         f"(default: threads of this process; needs {INSTALL})")

@@ -51,3 +51,15 @@ def load_cubin(cubin: bytes) -> Any:
 def launch(kernel: Any, grid: Any, block: Any, args: Sequence[Any], shared_mem: int = 0) -> None:
     """Launch a cupy kernel and synchronise; a CUDA error raises LaunchError naming the kernel."""
     _runtime().launch(kernel, grid, block, args, shared_mem=shared_mem)
+
+
+def record_trace(kernel: str, q, k, v, softmax_scale=None, *, ctas=(0,), warps=None, cap_words: int | None = None,
+                 **kw) -> Any:
+    """One run of ``kernel``'s traced build (-DFS_TRACE_BUILD) on the GPU on numpy inputs, recording the
+    CTAs ``ctas`` and warps ``warps`` (None: all): its outputs and events (``out``, ``lse``, ``events``,
+    ``cap_words``, ``used_words``; gpu/trace_gpu.py)."""
+    trace_gpu = importlib.import_module("flashsim.gpu.trace_gpu")
+    return trace_gpu.record(kernel, q, k, v, softmax_scale, ctas=ctas, warps=warps, cap_words=cap_words, **kw)
+
+
+__all__ += ["record_trace"]

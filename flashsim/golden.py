@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from flashsim.errors import TraceError
+from flashsim.numerics import cvt, fp32
 
 DEFAULT_DIR = Path("traces") / "numerics"
 #: the copy a wheel installs inside the package (pyproject.toml maps traces/numerics to flashsim.golden_data)
@@ -84,7 +85,7 @@ def compare(instruction: str, gpu, sim, source: str, inputs: dict) -> ReplayResu
 
 
 def replay_mma(path) -> list[ReplayResult]:
-    from flashsim.numerics import mma
+    from flashsim.numerics import mma  # numba: imported on first use
 
     arrays, _ = load(path)
     out = []
@@ -101,12 +102,10 @@ def replay_mma(path) -> list[ReplayResult]:
 
 
 def replay_f32(path) -> list[ReplayResult]:
-    from flashsim.numerics.fp32 import OPS
-
     arrays, _ = load(path)
     operands = {n: _need(arrays, n, path) for n in "abc"}
     out = []
-    for name, (ptx, args, model) in OPS.items():
+    for name, (ptx, args, model) in fp32.OPS.items():
         gpu = _need(arrays, f"out:{name}", path)
         sim = model(*(operands[n] for n in args))
         out.append(compare(ptx, gpu, sim, str(path), {n: operands[n] for n in args}))
@@ -114,8 +113,6 @@ def replay_f32(path) -> list[ReplayResult]:
 
 
 def replay_cvt(path) -> list[ReplayResult]:
-    from flashsim.numerics import cvt
-
     arrays, _ = load(path)
     out = []
     for key in sorted(k for k in arrays if k.startswith("out:")):
@@ -135,7 +132,7 @@ def replay_cvt(path) -> list[ReplayResult]:
 
 def replay_sfu(path) -> list[ReplayResult]:
     """The special-function golden files: f32 ops on ``x`` (or ``x_small``), 16-bit ex2 on ``x16``, div.rn."""
-    from flashsim.numerics import sfu
+    from flashsim.numerics import sfu  # numba: imported on first use
 
     arrays, _ = load(path)
     inputs = dict(arrays)

@@ -31,9 +31,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from flashsim import device
 from flashsim.errors import FlashsimError, bad_argument, location
 from flashsim.sass import ptxlog
+from flashsim.sass.isa import SassParseError
 from flashsim.sass.ptxlog import Instrumented, Site, ThreadLog
+from flashsim.sass.toolchain import compile_cuda_ptx, link_ptx
 
 __all__ = ["DEFAULT_CAPACITY", "Divergence", "LocateError", "Runner", "Thread", "gpu_runner", "instrumented_build",
            "interpreter_runner", "locate", "locate_first_divergence", "storing_thread"]
@@ -118,9 +121,7 @@ class interpreter_runner:  # noqa: N801  (a function-like factory with state)
         self.module = None
 
     def __call__(self, cubin: bytes, args: Sequence[Any]) -> list:
-        import flashsim.cuda as fc
-
-        from flashsim.sass.isa import SassParseError
+        import flashsim.cuda as fc  # numba: imported on first use, so that flashsim.testing loads light
 
         mod = self.module = fc.RawModule(cubin=bytes(cubin))
         f = mod.get_function(self.kernel)
@@ -149,14 +150,12 @@ def gpu_runner(kernel: str, grid, block, shared_mem: int = 0) -> Runner:
     g, b = _dims("grid", grid), _dims("block", block)
 
     def run(cubin: bytes, args: Sequence[Any]) -> list:
-        from flashsim.gpu.runtime import launch, load_cubin, require_gpu
-
-        cupy = require_gpu()
-        f = load_cubin(bytes(cubin)).get_function(kernel)
+        cupy = device.require_gpu()
+        f = device.load_cubin(bytes(cubin)).get_function(kernel)
         if shared_mem > 48 * 1024:
             f.max_dynamic_shared_size_bytes = shared_mem
         dev = [cupy.asarray(a) if _is_array(a) else a for a in args]
-        launch(f, g, b, tuple(dev), shared_mem=int(shared_mem))
+        device.launch(f, g, b, tuple(dev), shared_mem=int(shared_mem))
         return [cupy.asnumpy(d) if _is_array(a) else None for d, a in zip(dev, args)]
     return run
 
@@ -173,8 +172,6 @@ def instrumented_build(build, kernel: str, *, products: bool = False) -> tuple[I
     """(site table and PTX, cubin) of ``kernel`` of a :class:`flashsim.sass.toolchain.CudaBuild` with its
     register writes logged (:func:`flashsim.sass.ptxlog.instrument`; ``products`` passed on). ``kernel``:
     the name in the module (an ``extern "C"`` name, a mangled name or one of the build's name expressions)."""
-    from flashsim.sass.toolchain import compile_cuda_ptx, link_ptx
-
     ptx, _, lowered = compile_cuda_ptx(build.source, name=build.name, options=build.options,
                                        name_expressions=build.name_expressions, lineinfo=True)
     entry = lowered.get(kernel, kernel)
@@ -663,7 +660,7 @@ def storing_thread(module, kernel: str, grid, block, args: Sequence[Any], array:
                    shared_mem: int = 0, exec_options=None) -> Thread | None:
     """The thread whose store last wrote element ``flat`` of ``args[array]``, in an interpreted run of the
     module (None: no STG/ST wrote it, e.g. an atomic)."""
-    import flashsim.cuda as fc
+    import flashsim.cuda as fc  # numba: imported on first use (see interpreter_runner)
 
     g, b = _dims("grid", grid), _dims("block", block)
     f = module.get_function(kernel)

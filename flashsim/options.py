@@ -7,13 +7,14 @@ frozen dataclass that carries run-time options through the code; it validates it
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 from flashsim.errors import bad_argument
 
 __all__ = ["GPU", "OPTIONS", "Option", "PROBLEM_DEFAULTS", "RunOptions", "UPDATE_GOLDEN", "UPDATE_TRACES",
-           "add_options", "non_negative_int", "positive_int"]
+           "add_options", "id_list", "non_negative_int", "positive_int"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def add_options(addoption: Callable[..., Any], prefix: str = "") -> None:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """Run-time options, fixed for a run. Build from parsed flags with ``from_namespace``."""
+    """Run-time options, fixed for a run. Build from parsed flags with ``from_getoption``."""
 
     gpu: bool = False
     update_golden: bool = False
@@ -77,15 +78,8 @@ class RunOptions:
         names = {f.name for f in fields(cls)}
         return cls(**{o.dest(): getoption(o.dest(prefix)) for o in OPTIONS if o.dest() in names})
 
-    @classmethod
-    def from_namespace(cls, namespace: Any, prefix: str = "") -> "RunOptions":
-        """From an argparse Namespace that ``add_options`` filled."""
-        return cls.from_getoption(lambda dest: getattr(namespace, dest), prefix)
-
 
 def _int_type(minimum: int, what: str):
-    import argparse
-
     def parse(text: str) -> int:
         try:
             value = int(text, 0)
@@ -107,3 +101,27 @@ PROBLEM_DEFAULTS = {"batch": 1, "heads": 2, "seqlen": 256, "headdim": 128, "dtyp
 #: with a message naming the option, before any work starts
 positive_int = _int_type(1, "a positive integer")
 non_negative_int = _int_type(0, "a non-negative integer")
+
+
+def id_list(option: str, text: str) -> list[int]:
+    """'0,3,5-7' -> [0, 3, 5, 6, 7] (CTA and warp ids of ``--cta`` / ``--warp``); anything else is an
+    ArgumentError naming ``option``."""
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if "-" in part[1:]:
+                a, b = part.split("-", 1)
+                lo, hi = int(a), int(b)
+                if hi < lo:
+                    raise ValueError
+                out.extend(range(lo, hi + 1))
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise bad_argument(option, text, "expected ids and ranges such as '0,3,5-7'") from None
+    if not out:
+        raise bad_argument(option, text, "expected at least one id, e.g. '0' or '0-3'")
+    return out

@@ -45,15 +45,12 @@ class Progress:
         self.next_pct = 10
         self.shown = False
         if self.enabled and _isatty(self.file):
-            try:
-                from tqdm import tqdm
-            except ImportError:  # pragma: no cover - tqdm is a dependency
-                tqdm = None
-            if tqdm is not None:
-                self.bar = tqdm(total=self.total, unit=unit, desc=label, file=self.file, dynamic_ncols=True,
-                                leave=False, delay=self.delay,
-                                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total_fmt} " + unit
-                                           + "s [{elapsed}<{remaining}, {rate_fmt}]")
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.total, unit=unit, desc=label, file=self.file, dynamic_ncols=True,
+                            leave=False, delay=self.delay,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total_fmt} " + unit
+                                       + "s [{elapsed}<{remaining}, {rate_fmt}]")
 
     def __call__(self, done: float, total: int | None = None) -> None:
         if not self.enabled:

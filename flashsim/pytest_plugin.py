@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from flashsim.errors import ArgumentError
+from flashsim import device, testing
+from flashsim.errors import ArgumentError, GpuUnavailable
 from flashsim.options import GPU, RunOptions, add_options
 
 GPU_MARKER = "gpu"
@@ -55,17 +56,13 @@ def pytest_configure(config: pytest.Config) -> None:
     except ArgumentError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_RUN_OPTIONS] = run
-    from flashsim import testing
-
     testing.configure(gpu=run.gpu, update_golden=run.update_golden,
                       golden_dir=config.rootpath / "traces" / "golden")
     if run.gpu:
         _gpu_hypothesis_profile(config)
     if run.gpu:
-        from flashsim.device import GpuUnavailable, device_info
-
         try:
-            config.stash[_DEVICE_INFO] = device_info()
+            config.stash[_DEVICE_INFO] = device.device_info()
         except GpuUnavailable as exc:
             raise pytest.UsageError(f"{GPU.flag()} was given but no GPU can be used: {exc}") from None
 

@@ -230,7 +230,7 @@ def cmd_run(args) -> int:
     where = cluster.from_args(args, notify=lambda m: print(f"  note: {m}", flush=True))
     cupy = None
     if args.gpu:  # before any simulation: a missing GPU is known at once
-        from flashsim.gpu.runtime import require_gpu
+        from flashsim.device import require_gpu
 
         cupy = require_gpu()
     mod, log = _load_module(args)

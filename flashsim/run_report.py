@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from flashsim import device
 from flashsim.errors import SimulatedFault
 from flashsim.launchargs import _UINT, compare_bits
 
@@ -245,9 +246,7 @@ def _run_gpu(cupy, mod, name, grid, block, shared_mem, values, stopped) -> dict:
     if stopped is not None:
         print("GPU: not run (the simulated launch stopped; the GPU would fault too or hang)")
         return {"run": False}
-    from flashsim.gpu.runtime import launch, load_cubin
-
-    kern = load_cubin(mod.cubin).get_function(name)
+    kern = device.load_cubin(mod.cubin).get_function(name)
     if shared_mem > 48 * 1024:
         kern.max_dynamic_shared_size_bytes = shared_mem
     gargs, garrays = [], []
@@ -260,7 +259,7 @@ def _run_gpu(cupy, mod, name, grid, block, shared_mem, values, stopped) -> dict:
         else:
             u = _UINT[a.spec.np_dtype.itemsize]
             gargs.append(np.frombuffer(a.host.tobytes(), u)[0])
-    launch(kern, grid, block, gargs, shared_mem=shared_mem)
+    device.launch(kern, grid, block, gargs, shared_mem=shared_mem)
     print(f"GPU ({cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())['name'].decode()}): "
           "the same cubin, the same inputs (`:empty` arrays start as zeros there too)")
     differ, lines, out = [], [], {}

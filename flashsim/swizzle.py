@@ -19,7 +19,7 @@ So the seed's S is "units per row", CuTe's S is a bit distance; the seed applies
 element index relative to the tile (not to the absolute address), wraps at 32 bits, has no negative
 S and accepts overlapping fields (B > S), which CuTe rejects.
 
-The relation (tested over whole domains in tests/test_swizzle_*): on CuTe's domain (0 <= B <= S,
+The relation (tested over whole domains in tests/test_warp_swizzle.py): on CuTe's domain (0 <= B <= S,
 offsets below 2^32) the two are the same function, ``seed_swizzle(x, B, M, S) == cute_swizzle(x, B,
 M, S)``; so the seed's ``swizzle<3,3,4>`` on an f16 element index equals CuTe's ``Sw<3,3,4>`` on the
 element offset and ``Sw<3,4,4>`` on the byte offset (``byte_swizzle``). For B > S they differ.

@@ -42,7 +42,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from flashsim import device
 from flashsim.errors import FlashsimError, bad_argument
+from flashsim.golden import load as load_golden
+from flashsim.locate import Thread, locate_first_divergence
 
 __all__ = ["GoldenMissing", "KernelMismatch", "assert_matches_gpu", "code_digest", "configure", "launch_key"]
 
@@ -76,7 +79,7 @@ def configure(*, gpu: bool, update_golden: bool, golden_dir: Path | str | None =
 
 
 def _module(module) -> Any:
-    import flashsim.cuda as fc
+    import flashsim.cuda as fc  # numba: imported on first use, so that the pytest plugin loads light
 
     if isinstance(module, fc.RawModule):
         return module
@@ -165,14 +168,12 @@ def _run_interp(mod, name, grid, block, args, shared_mem, exec_options, watch=No
 
 
 def _run_gpu(cubin, name, grid, block, args, shared_mem):
-    from flashsim.gpu.runtime import launch, load_cubin, require_gpu
-
-    cupy = require_gpu()
-    f = load_cubin(cubin).get_function(name)
+    cupy = device.require_gpu()
+    f = device.load_cubin(cubin).get_function(name)
     if shared_mem > 48 * 1024:
         f.max_dynamic_shared_size_bytes = shared_mem
     dev = [cupy.asarray(a) if isinstance(a, np.ndarray) and a.dtype.names is None else a for a in args]
-    launch(f, grid, block, tuple(dev), shared_mem=shared_mem)
+    device.launch(f, grid, block, tuple(dev), shared_mem=shared_mem)
     return [cupy.asnumpy(d) if isinstance(a, np.ndarray) and a.dtype.names is None else None
             for d, a in zip(dev, args)]
 
@@ -213,8 +214,6 @@ def _locate_lines(mod, name, grid, block, args, shared_mem, exec_options, access
     if access is None:
         return ["  no thread to log (no store of the interpreter wrote the element): the first divergent "
                 "instruction is not located"], None
-    from flashsim.locate import Thread, locate_first_divergence
-
     try:
         thread = Thread.of(grid, block, ctaid=access.ctaid, warp=access.warp, lane=access.lane)
         d = locate_first_divergence(build, name, grid, block, args, thread=thread, shared_mem=shared_mem,
@@ -263,10 +262,8 @@ def _golden_path(name: str, key: str) -> Path:
 
 
 def _save_golden(path: Path, key: str, cubin: bytes, name, grid, block, shared_mem, args, outs) -> None:
-    from flashsim.gpu.runtime import device_info
-
     prov = {"kernel": name, "grid": list(grid), "block": list(block), "shared_mem": shared_mem, "key": key,
-            "cubin_sha256": hashlib.sha256(cubin).hexdigest(), "device": device_info(),
+            "cubin_sha256": hashlib.sha256(cubin).hexdigest(), "device": device.device_info(),
             "date": time.strftime("%Y-%m-%d %H:%M:%S")}
     arrays = {f"out{i}": o for i, o in enumerate(outs) if o is not None}
     arrays.update({f"in{i}": np.asarray(a) for i, a in enumerate(args)})
@@ -277,9 +274,7 @@ def _save_golden(path: Path, key: str, cubin: bytes, name, grid, block, shared_m
 
 
 def _load_golden(path: Path, n: int) -> list:
-    from flashsim.golden import load
-
-    arrays, prov = load(path)
+    arrays, prov = load_golden(path)
     return [arrays.get(f"out{i}") for i in range(n)]
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from flashsim.errors import TraceError
+from flashsim.numerics import cvt, fp32
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,6 @@ _HMMA = {"m16n8k16": "HMMA.16816", "m16n8k8": "HMMA.1688"}
 
 def cvt_sass(op: str) -> str:
     """The SASS ptxas (CUDA 13.0, sm_90) emits for a cvt form, as read with cuobjdump -sass."""
-    from flashsim.numerics import cvt
-
     dst, src, rnd, mods = cvt.parse(op)
     if src == "f16":
         return "HADD2.F32"
@@ -47,8 +46,6 @@ def cvt_sass(op: str) -> str:
 
 def modelled() -> list[Modelled]:
     """Every instruction flashsim models, in a stable order."""
-    from flashsim.numerics import cvt, fp32
-
     out = []
     for shape, atype, ctype in (("m16n8k16", "f16", "f32"), ("m16n8k16", "bf16", "f32"), ("m16n8k16", "f16", "f16"),
                                 ("m16n8k8", "f16", "f32"), ("m16n8k8", "bf16", "f32")):
@@ -61,7 +58,7 @@ def modelled() -> list[Modelled]:
         out.append(Modelled(ptx, "sm_90", base + (".FTZ" if "ftz" in name else ".NAN" if "nan" in name else "")))
     for op in cvt.MODELLED_OPS:
         out.append(Modelled(op, "sm_90", cvt_sass(op)))
-    from flashsim.numerics import cuda_math, sfu
+    from flashsim.numerics import cuda_math, sfu  # numba: imported on first use
 
     sfu_sass = {"ex2.approx.ftz.f32": "MUFU.EX2", "ex2.approx.f32": "FSETP+FMUL+MUFU.EX2+FMUL",
                 "lg2.approx.ftz.f32": "MUFU.LG2", "lg2.approx.f32": "FSETP+FMUL+MUFU.LG2+FADD",

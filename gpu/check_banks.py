@@ -40,9 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
-from flashsim.gpu.runtime import CheckError
 
-from flashsim.errors import bad_argument
+from flashsim.errors import CheckError, bad_argument
+from flashsim.gpu import runtime
 from flashsim.smem import PHASES, SM90, wavefronts
 from flashsim.swizzle import cute_swizzle, seed_swizzle
 
@@ -321,8 +321,6 @@ def results_by_launch(rows: list[dict]) -> list[dict]:
 
 def launch_all(names: list[str] | None = None) -> None:
     """Launch every pattern's kernel once (run under ncu by ``main``)."""
-    from flashsim.gpu import runtime
-
     cupy = runtime.require_gpu()
     pats = [p for p in patterns() if names is None or p.name in names]
     gsrc = cupy.asarray(np.arange(4096, dtype=np.uint32).view(np.uint8))
@@ -494,9 +492,7 @@ def main(argv=None) -> int:
         ver = _run([ncu, "--version"], 60)
         meta["ncu_version"] = (ver.stdout.strip().splitlines() or ["?"])[-1]
         try:
-            from flashsim.gpu.runtime import device_info
-
-            meta["gpu"] = device_info()["name"]
+            meta["gpu"] = runtime.device_info()["name"]
         except Exception as exc:  # the measurement itself will fail loudly if there is no GPU
             meta["gpu"] = f"unknown ({exc})"
         available = query_metrics(ncu, 300, out)

@@ -52,7 +52,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from flashsim.errors import FlashsimError
+import flashsim.cuda as fc
+from flashsim.errors import FlashsimError, LaunchError, SimulatedFault
+from flashsim.gpu import runtime
 
 FILE = "planted.cu"
 REL_PATH = f"gpu/kernels/{FILE}"
@@ -79,8 +81,6 @@ class FlashsimArrays:
     """Device arrays of the interpreter (flashsim.cuda)."""
 
     def __init__(self):
-        import flashsim.cuda as fc
-
         self.fc = fc
 
     def array(self, host: np.ndarray):
@@ -298,8 +298,6 @@ def marked_lines(side: str, marks: dict | None = None) -> set[int]:
 
 def compile_module():
     """planted.cu as a ``flashsim.cuda.RawModule`` (``.cubin`` holds the bytes the GPU loads too)."""
-    import flashsim.cuda as fc
-
     code = f'#line 1 "{REL_PATH}"\n' + source_path().read_text(encoding="utf-8")
     return fc.RawModule(code=code)
 
@@ -315,9 +313,6 @@ def _side(a) -> dict:
 
 def run_once(module, case: Case, seed: int | None) -> dict:
     """One interpreted launch of ``case`` under the schedule ``seed`` (None: the default order)."""
-    import flashsim.cuda as fc
-    from flashsim.errors import FlashsimError, SimulatedFault
-
     args = RECIPES[case.args](FlashsimArrays())
     out: dict = {"seed": seed, "verdict": None, "error": "", "races": [], "race_count": 0, "pairs": [],
                  "fault": None, "uninit": [], "uninit_count": 0}
@@ -722,8 +717,6 @@ def run_tool(sanitizer: str, case: Case, cubin: Path, timeout: float) -> tuple[T
 
 def launch_case(name: str, cubin_path: str) -> int:
     """The child under the tool: load the cubin with cupy and launch the case once."""
-    from flashsim.gpu import runtime
-
     case = CASE_BY_NAME.get(name)
     if case is None:
         print(f"check_diagnostics: no case {name!r} (cases: {', '.join(CASE_BY_NAME)})", file=sys.stderr)
@@ -735,7 +728,7 @@ def launch_case(name: str, cubin_path: str) -> int:
     args = RECIPES[case.args](CupyArrays(cupy))
     try:
         runtime.launch(kernel, case.grid, case.block, args, shared_mem=case.shared)
-    except runtime.LaunchError as exc:  # expected for the memcheck cases
+    except LaunchError as exc:  # expected for the memcheck cases
         print(f"{FAILED_MARK} {exc}", flush=True)
         return 3
     print(f"{LAUNCHED_MARK} {case.name}", flush=True)

@@ -31,7 +31,8 @@ from typing import Callable
 
 import numpy as np
 
-from flashsim.gpu.runtime import CheckError
+from flashsim.errors import CheckError
+from flashsim.gpu import runtime
 
 from flashsim.smem import SharedMemory
 from flashsim.warp.memory import cp_async, cp_async_commit_group, cp_async_wait_all, cp_async_wait_group, ld_shared, st_shared
@@ -188,8 +189,6 @@ def parse_racecheck(text: str) -> int | None:
 
 
 def launch(kernel: str) -> None:
-    from flashsim.gpu import runtime
-
     cupy = runtime.require_gpu()
     k = runtime.get_kernel(FILE, kernel)
     out = cupy.zeros(64, dtype=cupy.uint32)

@@ -35,8 +35,16 @@ from typing import Callable
 
 import numpy as np
 
-from flashsim.errors import location
-from flashsim.gpu.runtime import KERNELS_DIR, GpuUnavailable
+import flashsim.cuda as fc
+import flashsim.locate as loc
+from flashsim import testing
+from flashsim.cuda.memory import device_memory
+from flashsim.errors import GpuUnavailable, location
+from flashsim.gpu import runtime
+from flashsim.gpu.runtime import KERNELS_DIR
+from flashsim.sass import opcodes  # noqa: F401  (registers every semantic)
+from flashsim.sass.program import SEMANTICS
+from flashsim.sass.toolchain import nvjitlink_version, nvrtc_version
 
 __all__ = ["CASES", "Case", "FA2", "PACK_ALIGN", "PLANT_LANE", "POLY", "PackedRunner", "PlantedRunner", "check_logs",
            "check_planted", "check_testing", "main", "planted", "run_checks"]
@@ -64,8 +72,6 @@ class Case:
 
     def build(self):
         """The flashsim.cuda.RawModule of the case (compiled here, so its source is known)."""
-        import flashsim.cuda as fc
-
         if self.module is not None:
             return self.module()
         src, name = self.source()
@@ -98,8 +104,6 @@ def _mma_args(rng):
 
 
 def _fa2_module():
-    from flashsim.gpu import runtime
-
     return runtime.interpreted_module("fa2.cu", options=("--use_fast_math",))
 
 
@@ -140,9 +144,6 @@ def planted(opcode: str = "FFMA", lane: int = PLANT_LANE, xor: int = 1, nth: int
     """Inside the block, the interpreter's ``opcode`` XORs ``xor`` into the value it writes in ``lane`` of
     every warp (programs compiled inside the block: a new RawModule's); with ``nth``, only at the nth
     execution of each such instruction (1-based, counting executions of the warp batch)."""
-    from flashsim.sass import opcodes  # noqa: F401  (registers every semantic)
-    from flashsim.sass.program import SEMANTICS
-
     factory, family = SEMANTICS[opcode]
 
     def wrong(ctx):
@@ -200,9 +201,6 @@ class PackedRunner:
         self.addresses: list[int | None] = []  # the last run's argument addresses (None: not an array)
 
     def __call__(self, cubin, args):
-        import flashsim.cuda as fc
-        from flashsim.cuda.memory import device_memory
-
         host = [np.ascontiguousarray(a) if _is_array(a) else a for a in args]
         offsets, end = [], 0
         for a in host:
@@ -232,11 +230,9 @@ def _is_array(a) -> bool:
 
 
 def _runners(cpu: bool, kernel, grid, block, plant: bool = False, shared_mem: int = 0):
-    from flashsim.locate import gpu_runner, interpreter_runner
-
-    first = (PackedRunner(interpreter_runner(kernel, grid, block, shared_mem)) if cpu
-             else gpu_runner(kernel, grid, block, shared_mem))
-    second = interpreter_runner(kernel, grid, block, shared_mem)
+    first = (PackedRunner(loc.interpreter_runner(kernel, grid, block, shared_mem)) if cpu
+             else loc.gpu_runner(kernel, grid, block, shared_mem))
+    second = loc.interpreter_runner(kernel, grid, block, shared_mem)
     if plant:
         second = PlantedRunner(second)
     names = ("interpreter (as the GPU)" if cpu else "GPU", "interpreter" + (" (planted)" if plant else ""))
@@ -245,17 +241,17 @@ def _runners(cpu: bool, kernel, grid, block, plant: bool = False, shared_mem: in
 
 def check_logs(case: Case, *, cpu: bool = False, seed: int = 0, capacity: int = 1 << 16) -> dict:
     """Part 1 for one case: per thread, entries logged, entries that differ, outputs equal."""
-    from flashsim.locate import Thread, locate_first_divergence
     mod = case.build()
     build = mod.build
     args = case.make_args(np.random.default_rng(seed))
     rows = []
     for ctaid, tid in case.threads:
         runners, names = _runners(cpu, case.kernel, case.grid, case.block, shared_mem=case.shared_mem)
-        thread = Thread(tuple(ctaid), tuple(tid), tuple(case.grid) + (1,) * (3 - len(case.grid)),
-                        tuple(case.block) + (1,) * (3 - len(case.block)))
-        d = locate_first_divergence(build, case.kernel, case.grid, case.block, args, thread=thread,
-                                    runners=runners, names=names, capacity=capacity, shared_mem=case.shared_mem)
+        thread = loc.Thread(tuple(ctaid), tuple(tid), tuple(case.grid) + (1,) * (3 - len(case.grid)),
+                            tuple(case.block) + (1,) * (3 - len(case.block)))
+        d = loc.locate_first_divergence(build, case.kernel, case.grid, case.block, args, thread=thread,
+                                        runners=runners, names=names, capacity=capacity,
+                                        shared_mem=case.shared_mem)
         la, lb = d.logs
         ok = (d.index is None and d.differing == 0 and not (la.overflowed or lb.overflowed) and len(la) > 0
               and not (d.outputs_differ and case.outputs_deterministic))
@@ -276,14 +272,11 @@ def _horner_line() -> int:
 
 def check_planted(*, cpu: bool = False, seed: int = 0) -> dict:
     """Part 2: the locator (GPU against the planted interpreter) names the planted FFMA."""
-    import flashsim.cuda as fc
-    from flashsim.locate import locate
-
     src, name = POLY.source()
     mod = fc.RawModule(code=src, name=name)
     args = POLY.make_args(np.random.default_rng(seed))
     runners, names = _runners(cpu, POLY.kernel, POLY.grid, POLY.block, plant=True)
-    d = locate(mod, POLY.kernel, POLY.grid, POLY.block, args, runners=runners, names=names)
+    d = loc.locate(mod, POLY.kernel, POLY.grid, POLY.block, args, runners=runners, names=names)
     line = _horner_line()
     if d is None:
         return {"ok": False, "why": "the outputs agree: the planted bug changed nothing", "line": line}
@@ -302,9 +295,6 @@ def check_planted(*, cpu: bool = False, seed: int = 0) -> dict:
 
 def check_testing(*, cpu: bool = False, seed: int = 0) -> dict:
     """Part 3: assert_matches_gpu under --gpu reports the located divergence of the planted bug."""
-    import flashsim.cuda as fc
-    from flashsim import testing
-
     src, name = POLY.source()
     mod = fc.RawModule(code=src, name=name)
     args = POLY.make_args(np.random.default_rng(seed))
@@ -312,10 +302,6 @@ def check_testing(*, cpu: bool = False, seed: int = 0) -> dict:
     saved = (s.gpu, s.update_golden, s.golden_dir)
     patches = contextlib.ExitStack()
     if cpu:  # the GPU's place: an unplanted, packed interpreter, for the plain and the instrumented run alike
-        import flashsim.locate as loc
-        from flashsim.sass import opcodes  # noqa: F401  (registers every semantic)
-        from flashsim.sass.program import SEMANTICS
-
         sound = SEMANTICS["FFMA"]
 
         def unplanted(runner):
@@ -351,14 +337,10 @@ def check_testing(*, cpu: bool = False, seed: int = 0) -> dict:
 
 
 def run_checks(*, cpu: bool = False, fa2: bool = True) -> dict:
-    from flashsim.sass.toolchain import nvjitlink_version, nvrtc_version
-
     report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "mode": "cpu (interpreter as the GPU)" if cpu else "gpu",
               "nvrtc": nvrtc_version(), "nvjitlink": nvjitlink_version(), "cases": []}
     if not cpu:
-        from flashsim.gpu.runtime import device_info
-
-        report["device"] = device_info()
+        report["device"] = runtime.device_info()
     for case in CASES + ((FA2,) if fa2 else ()):
         try:
             report["cases"].append(check_logs(case, cpu=cpu))

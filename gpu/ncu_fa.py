@@ -20,6 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
+from flashsim.errors import CheckError
+from flashsim.gpu.check_banks import _run, choose_metrics, parse_ncu_csv, query_metrics, results_by_launch
+
 #: (kernel, batch, seqlen_q, seqlen_k, heads, headdim, dtype, masks)
 LAUNCHES = [
     ("v5", 1, 64, 64, 1, 64, "float16", {}),
@@ -51,9 +54,6 @@ def launch_all():
 
 
 def main(argv=None) -> int:
-    from flashsim.gpu.check_banks import (CheckError, _run, choose_metrics, parse_ncu_csv, query_metrics,
-                                 results_by_launch)
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path)
     ap.add_argument("--ncu", default="ncu")

@@ -106,19 +106,19 @@ def _qkv(b, sq, sk, h, d, dtype, seed):
 
 
 def _fa_case(name, kernel, b, sq, sk, h, d, dtype, seed, **masks) -> Case:
-    from flashsim.gpu import fa_kernels
+    from flashsim.kernels.launch import run_kernel
+    from flashsim.kernels.spec import get
 
-    spec = fa_kernels.FA_KERNELS[kernel]
-    sfx = {"float16": "f16", "bfloat16": "bf16"}[dtype]
-    function = {"kernel1": f"kernel1_{sfx}", "fa2": f"fa2_hdim{d}_{sfx}"}.get(kernel, spec.function)
+    spec = get(kernel)
+    function = spec.instance_for_headdim(d).function(dtype)
 
     def run(backend: str):
         q, k, v = _qkv(b, sq, sk, h, d, dtype, seed)
-        fa_kernels.run_kernel(kernel, q, k, v, backend="interp" if backend == "interp" else "gpu-cubin", **masks)
+        run_kernel(kernel, q, k, v, backend="interp" if backend == "interp" else "gpu-cubin", **masks)
 
     extra = "".join(f" {m}" for m, on in masks.items() if on)
-    return Case(name, spec.file, function, f"{kernel} b={b} sq={sq} sk={sk} h={h} d={d} {dtype}{extra}", run,
-                fa_kernels.build_options(kernel))
+    return Case(name, spec.source, function, f"{kernel} b={b} sq={sq} sk={sk} h={h} d={d} {dtype}{extra}", run,
+                spec.build_options())
 
 
 def _extra_case(name, kernel, seed, **kw) -> Case:

@@ -1,4 +1,7 @@
-"""Compile gpu/kernels/*.cu (NVRTC through cupy; nvcc for a compile-only check), cache, and launch.
+"""Compile gpu/kernels/*.cu for the GPU (NVRTC through cupy; nvcc for a compile-only check), cache, and launch.
+
+The sources themselves (their folder, hashes, includes) and the interpreter's build of them live in
+:mod:`flashsim.kernels.sources`; this module adds what needs cupy and a device.
 
 cupy is imported lazily, inside the functions that need it: importing this module is cheap and works on
 a machine without cupy or a GPU. A missing cupy or unusable device raises :class:`GpuUnavailable`; a
@@ -17,9 +20,14 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from flashsim.errors import CheckError, CompileError, FlashsimError, GpuUnavailable, LaunchError, bad_argument
+from flashsim.kernels import sources
+# the sources and the interpreter's builds of them (and its cache, _INTERP), re-exported for the harness
+from flashsim.kernels.sources import (_INTERP, BASE_OPTIONS, KERNELS_DIR, check_options,  # noqa: F401
+                                      get_interpreted_kernel, interpreted_module, kernel_path, kernel_source,
+                                      local_includes, source_hash)
 
 __all__ = [
     "BASE_OPTIONS",
@@ -31,27 +39,21 @@ __all__ = [
     "check_compiles_nvcc",
     "current_arch",
     "device_info",
+    "get_cubin_kernel",
+    "get_interpreted_kernel",
     "get_kernel",
+    "interpreted_module",
     "kernel_path",
     "kernel_source",
     "launch",
+    "load_cubin",
     "load_module",
     "local_includes",
     "require_gpu",
     "source_hash",
 ]
 
-#: The .cu/.cuh sources, shipped as package data (pyproject: gpu = ["kernels/*.cu", "kernels/*.cuh"]).
-KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
-
-#: Options every compilation gets (NVRTC and nvcc alike).
-BASE_OPTIONS = ("-std=c++17",)
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.(?:cu|cuh)$")
-_INCLUDE_RE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.MULTILINE)
 _ARCH_RE = re.compile(r"^sm_\d{2,3}a?$")
-# Options that gpu.runtime sets itself (the standard, the target); passing them again would fight those.
-_RESERVED_OPTION_RE = re.compile(r"^(-std|--std|-arch|--gpu-architecture|-gencode|--generate-code)")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -135,75 +137,8 @@ def device_info(device: int | None = None) -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------------
-# Sources and their hash
-# --------------------------------------------------------------------------------------------------
-
-
-def kernel_path(name: str) -> Path:
-    """Path of ``gpu/kernels/<name>``; ``name`` is a bare file name such as ``'probe_mma.cu'``."""
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise bad_argument("name", name, "expected a bare .cu/.cuh file name in gpu/kernels, e.g. 'probe_mma.cu'")
-    path = KERNELS_DIR / name
-    if not path.is_file():
-        have = sorted(p.name for p in KERNELS_DIR.glob("*.cu"))
-        raise bad_argument("name", name, f"no such file in {KERNELS_DIR} (kernels there: {', '.join(have)})")
-    return path
-
-
-def kernel_source(name: str) -> str:
-    """The text of ``gpu/kernels/<name>``, as is (includes are not expanded)."""
-    return kernel_path(name).read_text(encoding="utf-8")
-
-
-def local_includes(path: str | Path) -> list[Path]:
-    """Every ``#include "..."`` header that ``path`` uses, recursively, in first-use order.
-
-    A header is looked up beside the including file, then in KERNELS_DIR (the include path that the
-    compilers get). A header that is in neither place is skipped here; the compiler will report it.
-    """
-    seen: dict[Path, None] = {}
-
-    def visit(p: Path) -> None:
-        for inc in _INCLUDE_RE.findall(p.read_text(encoding="utf-8")):
-            for base in (p.parent, KERNELS_DIR):
-                cand = (base / inc).resolve()
-                if cand.is_file():
-                    if cand not in seen:
-                        seen[cand] = None
-                        visit(cand)
-                    break
-
-    visit(Path(path).resolve())
-    return list(seen)
-
-
-def _hash_sources(path: Path) -> str:
-    h = hashlib.sha256()
-    for p in [path.resolve(), *local_includes(path)]:
-        h.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
-def source_hash(name: str) -> str:
-    """SHA-256 (hex) of ``gpu/kernels/<name>`` plus every local header it includes (names and bytes)."""
-    return _hash_sources(kernel_path(name))
-
-
-# --------------------------------------------------------------------------------------------------
 # Compiling
 # --------------------------------------------------------------------------------------------------
-
-
-def _check_options(options: Iterable[str]) -> tuple[str, ...]:
-    if isinstance(options, str):
-        raise bad_argument("options", options, "expected a sequence of option strings, not one string")
-    opts = tuple(options)
-    for o in opts:
-        if not isinstance(o, str):
-            raise bad_argument("options", opts, f"every option must be a str, got {o!r}")
-        if _RESERVED_OPTION_RE.match(o):
-            raise bad_argument("options", opts, f"{o!r} is set by gpu.runtime itself (-std, -arch): use arch=")
-    return opts
 
 
 _MODULES: dict[tuple[str, tuple[str, ...], str], Any] = {}
@@ -221,7 +156,7 @@ def load_module(name: str, *, options: Sequence[str] = (), arch: str | None = No
     Note that cupy always adds ``-ftz=true``: C++ float code is flushed-to-zero, inline PTX is not.
     """
     path = kernel_path(name)
-    opts = _check_options(options)
+    opts = check_options(options)
     if arch is not None and (not isinstance(arch, str) or not _ARCH_RE.match(arch)):
         raise bad_argument("arch", arch, "expected 'sm_XY' or 'sm_XYa', e.g. 'sm_90'")
     cupy = require_gpu()
@@ -242,7 +177,7 @@ def load_module(name: str, *, options: Sequence[str] = (), arch: str | None = No
         code = f'#line 1 "{path}"\n' + path.read_text(encoding="utf-8")
         all_options = (
             *BASE_OPTIONS,
-            f"--include-path={KERNELS_DIR}",
+            f"--include-path={sources.KERNELS_DIR}",
             f"-arch={arch}",
             f"-DFLASHSIM_SOURCE_HASH=0x{digest[:16]}",
             *opts,
@@ -254,43 +189,6 @@ def load_module(name: str, *, options: Sequence[str] = (), arch: str | None = No
             raise CompileError(path, exc.get_message(), compiler="nvrtc") from None
         _MODULES[key] = module
         return module
-
-
-_INTERP: dict[tuple[str, tuple[str, ...]], Any] = {}
-
-
-def interpreted_module(name: str, *, options: Sequence[str] = (), cubin: bytes | None = None) -> Any:
-    """``gpu/kernels/<name>`` compiled for sm_90 by NVRTC (the wheel, no GPU needed) as a
-    ``flashsim.cuda.RawModule``: the cubin the SASS interpreter runs, and that a GPU can load as is.
-    ``cubin``: use these bytes (a recorded build) instead of compiling, from now on for this source."""
-    import flashsim.cuda as fc
-
-    path = kernel_path(name)
-    opts = _check_options(options)
-    digest = source_hash(name)
-    key = (digest, opts)
-    with _MODULES_LOCK:
-        if cubin is not None:
-            mod = _INTERP[key] = fc.RawModule(cubin=cubin)
-            return mod
-        mod = _INTERP.get(key)
-        if mod is None:
-            from flashsim.sass.toolchain import compile_cuda
-
-            # the #line name and the cache key use repository-relative paths: the same cubin (and cache
-            # entry) on every machine up to the include path NVRTC records in the line tables
-            rel = f"gpu/kernels/{path.name}"
-            code = f'#line 1 "{rel}"\n' + path.read_text(encoding="utf-8")
-            common = (*BASE_OPTIONS, f"-DFLASHSIM_SOURCE_HASH=0x{digest[:16]}", *opts)
-            cubin, _, _ = compile_cuda(code, name=path.name, options=(*common, f"--include-path={KERNELS_DIR}"),
-                                       key_options=(*common, "--include-path=gpu/kernels"))
-            mod = _INTERP[key] = fc.RawModule(cubin=cubin)
-        return mod
-
-
-def get_interpreted_kernel(name: str, function: str, *, options: Sequence[str] = ()) -> Any:
-    """The kernel ``function`` of ``gpu/kernels/<name>`` in flashsim's SASS interpreter."""
-    return interpreted_module(name, options=options).get_function(function)
 
 
 _CUBIN_GPU: dict[str, Any] = {}
@@ -358,13 +256,13 @@ def check_compiles_nvcc(path: str | Path, arch: str = "sm_90", options: Sequence
         raise bad_argument("path", str(path), "no such file")
     if not isinstance(arch, str) or not _ARCH_RE.match(arch):
         raise bad_argument("arch", arch, "expected 'sm_XY' or 'sm_XYa', e.g. 'sm_90'")
-    opts = _check_options(options)
+    opts = check_options(options)
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise GpuUnavailable("nvcc is not on PATH: install the CUDA toolkit to compile-check kernels")
     with tempfile.TemporaryDirectory(prefix="flashsim-nvcc-") as tmp:
         out = Path(tmp) / (path.stem + ".cubin")
-        cmd = [nvcc, f"-arch={arch}", "-cubin", *BASE_OPTIONS, f"-I{KERNELS_DIR}", *opts, "-o", str(out), str(path)]
+        cmd = [nvcc, f"-arch={arch}", "-cubin", *BASE_OPTIONS, f"-I{sources.KERNELS_DIR}", *opts, "-o", str(out), str(path)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
             log = f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"

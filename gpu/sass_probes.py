@@ -36,6 +36,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+import flashsim.cuda as fc
+from flashsim.gpu import runtime
+from flashsim.sass.toolchain import disassemble, versions
+
 __all__ = ["Arg", "Case", "PROBES", "Probe", "TRACE_PATH", "case_strategy", "check_sass", "compare", "main",
            "make_case", "module", "probe", "record", "reference", "replay", "run_gpu", "run_interp", "sass_names"]
 
@@ -179,7 +183,7 @@ def _elements(kind: str):
     """hypothesis element strategy of a draw kind (None: the kind is not drawn element by element)."""
     from hypothesis import strategies as st
 
-    from flashsim.strategies import float_bits
+    from flashsim.strategies import float_bits  # needs hypothesis, the test extra
 
     u32 = st.one_of(st.sampled_from(EDGE32), st.integers(0, M32), st.integers(-1024, 1024).map(lambda v: v & M32))
     u64 = st.one_of(st.sampled_from(EDGE64), st.integers(0, M64), st.integers(0, M32),
@@ -1564,16 +1568,12 @@ def case_strategy(pr: Probe, max_n: int = 256):
 @functools.lru_cache(maxsize=1)
 def module():
     """gpu/kernels/sass_probes.cu compiled for sm_90 by NVRTC (once per process) as a flashsim.cuda module."""
-    from flashsim.gpu import runtime
-
     return runtime.interpreted_module(KERNEL_FILE)
 
 
 @functools.lru_cache(maxsize=None)
 def sass_names(kernel: str) -> tuple[tuple[str, tuple[str, ...], str], ...]:
     """(opcode, modifiers, operands) of every instruction of ``kernel`` (from nvdisasm's JSON)."""
-    from flashsim.sass.toolchain import disassemble
-
     doc = disassemble(module().cubin)
     fn = next((f for f in doc[1] if f.get("function-name") == kernel), None)
     if fn is None:
@@ -1608,8 +1608,6 @@ def opcode_counts(pr: Probe) -> dict[str, int]:
 
 def run_interp(case: Case) -> list[np.ndarray]:
     """Run ``case`` in flashsim's SASS interpreter; returns the output arrays."""
-    import flashsim.cuda as fc
-
     pr = case.probe
     f = module().get_function(pr.name)
     d_in = [fc.asarray(np.ascontiguousarray(a)) for a in case.inputs]
@@ -1621,8 +1619,6 @@ def run_interp(case: Case) -> list[np.ndarray]:
 def gpu_module():
     """The interpreter's cubin loaded on the GPU (gpu.runtime.load_cubin: a cupy.RawModule of the file it
     writes, whose sha256 it checks), after checking that the bytes are the interpreter module's."""
-    from flashsim.gpu import runtime
-
     mod = module()
     data = bytes(mod.cubin)
     if hashlib.sha256(data).hexdigest() != mod.sha256:
@@ -1632,8 +1628,6 @@ def gpu_module():
 
 def _run_gpu(case: Case) -> list[np.ndarray]:
     """Run ``case`` on the GPU with the very cubin the interpreter runs; returns the output arrays."""
-    from flashsim.gpu import runtime
-
     cupy = runtime.require_gpu()
     pr = case.probe
     f = gpu_module().get_function(pr.name)
@@ -1714,9 +1708,6 @@ def record(out_dir: str | Path, *, cases: int = 4, n: int | None = None, seed: i
     """Run every probe on the GPU and in the interpreter (``cases`` launches of ``n`` elements each, drawn
     from seeds) and write ``probes.npz`` (inputs, initial outputs, params, GPU outputs) and ``probes.json``
     (provenance, per-probe verdicts, case and element counts per opcode)."""
-    from flashsim.sass.toolchain import versions
-    from flashsim.gpu import runtime
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     mod = module()
@@ -1777,8 +1768,6 @@ def record(out_dir: str | Path, *, cases: int = 4, n: int | None = None, seed: i
 
 
 def _device_info() -> dict:
-    from flashsim.gpu import runtime
-
     try:
         return runtime.device_info()
     except Exception as exc:  # pragma: no cover - recorded for provenance only
@@ -1809,8 +1798,6 @@ def replay(path: str | Path = TRACE_PATH) -> tuple[bytes, list[tuple[Case, list[
 @contextlib.contextmanager
 def recorded_module(cubin: bytes):
     """Within the block, module() (and so run_interp) is the interpreter on ``cubin``."""
-    from flashsim.gpu import runtime
-
     key = (runtime.source_hash(KERNEL_FILE), ())
     saved = runtime._INTERP.pop(key, None)
     try:
@@ -1833,8 +1820,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = ap.parse_args(argv)
     chosen = PROBES if not a.probe else tuple(probe(p) for p in a.probe)
     if run_gpu is _run_gpu:  # (not replaced by a stand-in) fail before any work when there is no GPU
-        from flashsim.gpu import runtime
-
         runtime.require_gpu()
     rep = record(a.out, cases=a.cases, n=a.n, seed=a.seed, probes=chosen)
     bad = {k: v for k, v in rep["probes"].items() if not v["equal"]}

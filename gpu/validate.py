@@ -25,7 +25,7 @@ import numpy as np
 from flashsim import __version__
 from flashsim.numerics import cvt as cvt_mod
 from flashsim.numerics import fp32
-from flashsim.gpu import cases
+from flashsim.gpu import cases, probes, runtime
 
 MMA_VARIANTS = [  # (shape, atype, ctype)
     ("m16n8k16", "f16", "f32"), ("m16n8k16", "bf16", "f32"), ("m16n8k16", "f16", "f16"),
@@ -42,8 +42,6 @@ def source_hashes() -> dict[str, str]:
 
 
 def provenance(seed: int) -> dict:
-    from flashsim.gpu import runtime
-
     info = runtime.device_info()
     return {
         **info,
@@ -80,8 +78,7 @@ def parallel(fn, *arrays, chunk: int = 1 << 20):
 
 
 def validate_mma(rng, tiles_per_set: int, keep_per_set: int, log) -> tuple[list, dict]:
-    from flashsim.numerics import mma as mma_mod
-    from flashsim.gpu import probes
+    from flashsim.numerics import mma as mma_mod  # numba: imported on first use
 
     results, samples = [], {}
     for shape, atype, ctype in MMA_VARIANTS:
@@ -155,8 +152,6 @@ def candidate_models(mma_mod) -> dict:
 
 
 def validate_f32(rng, per_set: int, keep: int, log):
-    from flashsim.gpu import probes
-
     sets = cases.f32_operands(rng, per_set)
     results, sample = [], {}
     keep_idx = {}
@@ -190,8 +185,6 @@ def validate_f32(rng, per_set: int, keep: int, log):
 
 
 def validate_cvt(rng, n_random: int, keep: int, log):
-    from flashsim.gpu import probes
-
     x = cases.cvt_inputs(rng, n_random)
     y = np.roll(x, 12345)
     x16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)

@@ -1,10 +1,11 @@
 """The FlashAttention kernels on the GPU against their twins, bit for bit, and against float64.
 
-    python -m flashsim.gpu.validate_fa --out DIR [--examples 200] [--kernels fa2,kernel1,v5,v6] [--seed 0]
+    python -m flashsim.gpu.validate_fa --out DIR [--examples 200] [--kernels fa2,kernel1,...] [--seed 0]
                               [--install]
 
-For each kernel, ``--examples`` seeded random problems from ``flashsim.kernels.problems`` (shapes, GQA,
-masks, softcap, dtypes and value kinds of the kernel's domain): the CUDA kernel's out (and LSE for fa2)
+For each kernel (default: every kernel of flashsim.kernels.spec), ``--examples`` seeded random problems from
+``flashsim.kernels.problems`` (shapes, GQA, masks, softcap, dtypes and value kinds of the kernel's domain):
+the CUDA kernel's out (and LSE for the kernels that write it)
 must equal the twin's bit for bit, and out must pass flash-attn's rule against a float64 reference with
 the kernel's own precisions. Writes DIR/fa_report.json and DIR/fa_report.md, and DIR/golden_fa.npz: the
 inputs and GPU outputs of the small problems, with provenance, which ``--install`` copies to traces/fa/ for
@@ -24,14 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from flashsim.kernels import problems, run_twin
+from flashsim.kernels.spec import get
 
 GOLDEN_PER_KERNEL = 8
 GOLDEN_MAX_ELEMENTS = 120_000  # q + k + v elements of a problem kept as golden data
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _lowp_acc(kernel):
-    return "f16" if kernel in ("v5", "v6") else "f32"
 
 
 def first_diff(a, b, names=("gpu", "twin")):
@@ -69,7 +67,7 @@ def check_case(case, run_gpu):
         return res, (g_out, g_lse)
     args = check_args(case.q, case.k, case.v, **case.kwargs)
     ref, _ = attention_reference(case.q, case.k, case.v, args)
-    lowp, _ = attention_lowp(case.q, case.k, case.v, args, acc=_lowp_acc(kernel))
+    lowp, _ = attention_lowp(case.q, case.k, case.v, args, acc=get(kernel).acc)
     rule = passes_flash_attn_rule(g_out, ref, lowp)
     res["rule"] = bool(rule)
     res["rule_detail"] = str(rule)
@@ -91,7 +89,8 @@ def coverage(params_list):
             c["gqa/mqa"] += 1
         if p["seqlen_q"] != p["seqlen_k"]:
             c["seqlen_q != seqlen_k"] += 1
-        if p["kernel"] == "fa2" and (p["seqlen_q"] % 128 or p["seqlen_k"] % (32 if p["headdim"] > 64 else 64)):
+        inst = get(p["kernel"]).instance_for_headdim(p["headdim"])
+        if p["seqlen_q"] % inst.block_m or p["seqlen_k"] % inst.block_n:
             c["seqlens not multiples of the blocks"] += 1
         if p["headdim"] % 8:
             c["head dim padded to a multiple of 8"] += 1
@@ -124,13 +123,13 @@ def write_markdown(path: Path, report: dict) -> None:
 
 
 def main(argv=None) -> int:
-    from flashsim.gpu.fa_kernels import run_kernel
     from flashsim.gpu.validate import provenance
+    from flashsim.kernels.launch import run_kernel
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--examples", type=int, default=200)
-    ap.add_argument("--kernels", default="fa2,kernel1,v5,v6")
+    ap.add_argument("--kernels", default=",".join(problems.KERNELS))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--install", action="store_true", help="copy golden_fa.npz and the reports to traces/fa/")
     a = ap.parse_args(argv)
@@ -168,8 +167,8 @@ def main(argv=None) -> int:
         report["results"][kernel] = results
         report["summary"][kernel] = {
             "cases": len(results), "out_identical": sum(r["out_diff"] is None for r in results),
-            "with_lse": len(results) if kernel == "fa2" else 0,
-            "lse_identical": sum(r["lse_diff"] is None for r in results) if kernel == "fa2" else 0,
+            "with_lse": len(results) if get(kernel).writes_lse else 0,
+            "lse_identical": sum(r["lse_diff"] is None for r in results) if get(kernel).writes_lse else 0,
             "rule": sum(r["rule"] is True for r in results), "rule_na": sum(r["rule"] is None for r in results),
             "coverage": coverage([r["params"] for r in results]),
         }

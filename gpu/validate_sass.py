@@ -1,13 +1,13 @@
 """Whole kernels through the SASS interpreter against the H100, bit for bit.
 
-    python -m flashsim.gpu.validate_sass --out DIR [--examples 200] [--kernels fa2,kernel1,v5,v6] [--seed 1]
+    python -m flashsim.gpu.validate_sass --out DIR [--examples 200] [--kernels fa2,kernel1,...] [--seed 1]
                                 [--workers 15] [--install]
 
 For each FlashAttention kernel, ``--examples`` seeded random problems from ``flashsim.kernels.problems``
 (a seed the twins' validation did not use): the GPU runs the interpreter's own cubin (NVRTC 13.0 on the
 CPU; ``gpu.runtime.load_cubin`` checks the sha256 of the bytes it loads), ``flashsim.cuda`` runs the same
 cubin on the CPU (spread over ``--workers`` processes), and the twin runs too; out (and fa2's LSE) must be
-identical across all three. Writes DIR/sass_report.json, DIR/sass_report.md and DIR/sass_golden.npz (the
+identical across all three (default: every kernel of flashsim.kernels.spec). Writes DIR/sass_report.json, DIR/sass_report.md and DIR/sass_golden.npz (the
 inputs' parameters, cubins and GPU outputs of small problems, with provenance), which ``--install`` copies
 to traces/sass/ for the CPU replay (tests/test_sass_golden.py). Exit status 1 on any mismatch.
 """
@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from flashsim.kernels import problems
+from flashsim.kernels.spec import get
 from flashsim.gpu.validate_fa import first_diff
 
 GI, IT = ("gpu", "interp"), ("interp", "twin")
@@ -42,7 +43,7 @@ def _bits(x):
 def interpret(params: dict):
     """Worker: the interpreter's and the twin's outputs for one problem (bits), with timings."""
     from flashsim.kernels import run_twin
-    from flashsim.gpu.fa_kernels import run_kernel
+    from flashsim.kernels.launch import run_kernel
 
     case = problems.make_case(params)
     t0 = time.perf_counter()
@@ -54,10 +55,10 @@ def interpret(params: dict):
 
 
 def cubin_of(kernel: str) -> bytes:
-    from flashsim.gpu import runtime
-    from flashsim.gpu.fa_kernels import FA_KERNELS, build_options
+    from flashsim.kernels.sources import interpreted_module
 
-    return runtime.interpreted_module(FA_KERNELS[kernel].file, options=build_options(kernel)).cubin
+    spec = get(kernel)
+    return interpreted_module(spec.source, options=spec.build_options()).cubin
 
 
 def write_markdown(path: Path, report: dict) -> None:
@@ -79,15 +80,15 @@ def write_markdown(path: Path, report: dict) -> None:
 
 
 def main(argv=None) -> int:
-    from flashsim.gpu.fa_kernels import run_kernel
     from flashsim.gpu.validate import provenance
     from flashsim.gpu.validate_fa import coverage
+    from flashsim.kernels.launch import run_kernel
     from flashsim.sass import toolchain
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--examples", type=int, default=200)
-    ap.add_argument("--kernels", default="fa2,kernel1,v5,v6")
+    ap.add_argument("--kernels", default=",".join(problems.KERNELS))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--install", action="store_true", help="copy sass_golden.npz and the reports to traces/sass/")
@@ -146,7 +147,7 @@ def main(argv=None) -> int:
                 "cases": len(results), "cubin_sha256": sha,
                 "gpu_interp_identical": sum(r["gpu_interp"] for r in results),
                 "interp_twin_identical": sum(r["interp_twin"] for r in results),
-                "with_lse": kernel == "fa2",
+                "with_lse": get(kernel).writes_lse,
                 "lse_identical": sum(r["gpu_interp_lse"] is None for r in results),
                 "coverage": coverage([r["params"] for r in results]),
             }

@@ -24,7 +24,7 @@ def test_every_sm90_instruction_has_a_clean_hardware_record():
 
 
 def test_console_script_runs():
-    out = subprocess.run([sys.executable, "-m", "flashsim.cli", "info", "--arch", "sm_80"],
+    out = subprocess.run([sys.executable, "-m", "flashsim", "info", "--arch", "sm_80"],
                          capture_output=True, text=True, check=True).stdout
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in out and "sm_90" not in out.split("\n", 3)[3]
 

@@ -229,7 +229,7 @@ def test_ctrl_c_stops_flashsim_check(monkeypatch, capsys):
 
 @pytest.mark.parametrize("stage", ["fa2 twin", "writing"])
 def test_ctrl_c_in_trace_record_leaves_no_file(stage, tmp_path, monkeypatch, capsys):
-    import flashsim.trace.cli as tcli
+    import flashsim.cli.trace as tcli
     from flashsim.progress import Progress
 
     monkeypatch.setattr(tcli, "PROGRESS_DELAY", 0.0)

@@ -125,7 +125,7 @@ def test_trace_record_takes_the_simulator_without_a_gpu_and_says_why(tmp_path, m
 
 def test_trace_record_takes_the_gpu_when_there_is_one(monkeypatch):
     import flashsim.gpu.runtime
-    from flashsim.trace.cli import resolve_backend
+    from flashsim.cli.trace import resolve_backend
 
     monkeypatch.setattr(flashsim.gpu.runtime, "require_gpu", lambda: object())
     assert resolve_backend("auto")[0] == "gpu"
@@ -159,10 +159,10 @@ def test_info_lists_every_family_with_the_gpu_it_was_shown_on(capsys):
 
 
 def test_info_works_without_the_repository_traces(monkeypatch, capsys, tmp_path):
-    import flashsim.cli as cli
+    from flashsim.cli import info
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "_traces_dir", lambda: None)
+    monkeypatch.setattr(info, "_traces_dir", lambda: None)
     assert main(["info"]) == 0
     rows = _family_rows(capsys.readouterr().out)
     for k in ("fa2", "kernel1", "v5", "v6"):  # from the package's record of the interpreter's comparisons

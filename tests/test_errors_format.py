@@ -18,14 +18,9 @@ PACKAGES = ("flashsim", "gpu")
 #: the wordings location() replaced: "CTA 3 warp 1", "lane 5 (cta=0 warp=2)", "warp 2 lane 7", "(cta=0, warp=2)"
 #: (a constructor-style repr such as "Event(cta=0, warp=2, ...)" is not a location message)
 OLD_FORMAT = re.compile(r"\bCTA \{|\bcta \{|\bwarp \{|\blane \{|[^A-Za-z_]\(cta=\{[^}]*\}, warp=")
-#: modules that still print the old wording (outside the modules converted so far); nothing else may
-NOT_YET_CONVERTED: set = set()
-CONVERTED = {"flashsim/errors.py", "flashsim/warp/shfl.py", "flashsim/trace/diff.py", "gpu/trace_gpu.py",
-             "gpu/runtime.py", "gpu/check_banks.py", "gpu/check_races.py"}
 #: exception classes that are not errors flashsim reports: private signals caught inside their module, and
 #: a cancellation signal
-NOT_ERRORS = {"flashsim.layout.layout._Undefined", "flashsim.kernels.common.Cancelled"}
-NOT_YET_IN_TREE: set = set()
+NOT_ERRORS = {"flashsim.layout.layout.composition._Undefined", "flashsim.cluster.Cancelled", "flashsim.kernels.common.Cancelled"}
 
 
 def _sources():
@@ -56,9 +51,7 @@ def test_no_old_location_wording_in_the_package():
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if OLD_FORMAT.search(line):
                 offenders.setdefault(rel, []).append(f"{n}: {line.strip()}")
-    assert CONVERTED.isdisjoint(offenders), {k: offenders[k] for k in CONVERTED & set(offenders)}
-    unexpected = {k: v for k, v in offenders.items() if k not in NOT_YET_CONVERTED}
-    assert not unexpected, f"use flashsim.errors.location(cta=, warp=, lane=, addr=): {unexpected}"
+    assert not offenders, f"use flashsim.errors.location(cta=, warp=, lane=, addr=): {offenders}"
     assert all(not OLD_FORMAT.search(s) for s in ("cta=0 warp=1 lane=2 addr=0x4", location(cta=0, warp=1)))
     assert all(OLD_FORMAT.search(s) for s in ('f"CTA {c} warp {w}"', 'f"lane {l} (cta={c} warp={w})"',
                                               'f"chunk #{i} (cta={c}, warp={w})"'))
@@ -99,7 +92,7 @@ def _exception_classes():
 def test_every_error_class_is_a_flashsim_error():
     classes = _exception_classes()
     outside = {k for k, c in classes.items() if not issubclass(c, FlashsimError)}
-    assert outside <= NOT_ERRORS | NOT_YET_IN_TREE, sorted(outside - NOT_ERRORS - NOT_YET_IN_TREE)
+    assert outside <= NOT_ERRORS, sorted(outside - NOT_ERRORS)
     # the ones named in the trace, GPU-runtime and hardware-check modules, by their MROs
     from flashsim.gpu import ncu_source, runtime, trace_gpu
 

@@ -1,4 +1,4 @@
-"""The kernel1 and fa2 twins on the CPU: flash-attn's rule on random problems of each domain, FA2's rules
+"""The kernel1 and fa2 twins (and fa2_sm8x, fa2 with other tiles) on the CPU: flash-attn's rule on random problems of each domain, FA2's rules
 for empty and NaN rows, the block ranges, the smem layout, and the preconditions."""
 
 import ml_dtypes
@@ -11,7 +11,7 @@ from flashsim.kernels import fa2, kernel1, problems, run_twin
 from flashsim.kernels.common import quad_merge, quad_split
 
 
-@pytest.mark.parametrize("kernel", ["fa2", "kernel1"])
+@pytest.mark.parametrize("kernel", ["fa2", "kernel1", "fa2_sm8x"])
 @pytest.mark.parametrize("seed", range(6))
 def test_twin_passes_flash_attn_rule(kernel, seed):
     case = problems.random_case(np.random.default_rng([seed, 7]), kernel)

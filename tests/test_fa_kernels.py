@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 from fa_problems import random_problem
@@ -15,7 +16,8 @@ from fa_problems import random_problem
 from flashsim.attention import attention_lowp, attention_reference, check_args, passes_flash_attn_rule
 from flashsim.errors import ArgumentError
 from flashsim.gpu import fa_kernels
-from flashsim.gpu.fa_kernels import FA_KERNELS, fa_smem_bytes, run_fa, run_kernel
+from flashsim.gpu.fa_kernels import FA_KERNELS, run_fa, run_kernel
+from flashsim.kernels.spec import get
 
 gpu = pytest.mark.gpu
 
@@ -53,10 +55,6 @@ def test_float16_only():
     q = np.zeros((1, 64, 1, 16), dtype=np.float32)
     with pytest.raises(ArgumentError):
         run_fa("v5", q, q, q)
-    try:
-        import ml_dtypes
-    except ImportError:
-        return
     b = _zeros().astype(ml_dtypes.bfloat16)
     with pytest.raises(NotImplementedError, match="does not model bf16"):
         run_fa("v5", b, b, b)
@@ -97,7 +95,8 @@ def test_features_are_refused_by_the_kernels_without_them(monkeypatch):
 
 def test_smem_formula_matches_the_seed():
     # the seed: about 31.5 KB at d = 128 (f16 tiles + 3 x 64 MD_F of 8 bytes)
-    assert fa_smem_bytes(128) == 2 * (64 * 128 + 2 * 16 * 128 + 3 * 64 * 16) + 3 * 64 * 8 == 32256
+    for kernel in ("v5", "v6"):
+        assert get(kernel).instance(128).smem_bytes == 2 * (64 * 128 + 2 * 16 * 128 + 3 * 64 * 16) + 3 * 64 * 8 == 32256
 
 
 # ------------------------------------------------------------------------------------------- GPU
@@ -147,6 +146,8 @@ def test_nan_propagates(kernel):
 
 @gpu
 def test_module_compiles_with_nvrtc():
+    from flashsim import device
+
     for name, spec in FA_KERNELS.items():
         for function in fa_kernels.function_names(name):
-            fa_kernels.runtime.get_kernel(spec.file, function, options=spec.options)
+            device.get_kernel(spec.source, function, options=spec.options)

@@ -241,7 +241,9 @@ def test_load_module_is_cached_in_process():
 
 @gpu
 def test_nvrtc_compile_error_names_the_file_and_carries_the_log(monkeypatch):
-    monkeypatch.setattr(runtime, "KERNELS_DIR", DATA)
+    from flashsim.kernels import sources
+
+    monkeypatch.setattr(sources, "KERNELS_DIR", DATA)
     with pytest.raises(CompileError, match=r"broken_kernel\.cu") as info:
         runtime.load_module("broken_kernel.cu")
     assert info.value.compiler == "nvrtc"

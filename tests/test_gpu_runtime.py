@@ -44,11 +44,11 @@ def test_traced_builds_compile_for_sm90_with_nvcc(kernel):
     """The FA kernels with -DFS_TRACE_BUILD (gpu/kernels/trace.cuh): the traced build has the same entry
     points and the device global the host fills."""
     spec = fa_kernels.FA_KERNELS[kernel]
-    cubin = runtime.check_compiles_nvcc(runtime.kernel_path(spec.file), options=fa_kernels.build_options(kernel, True))
+    cubin = runtime.check_compiles_nvcc(runtime.kernel_path(spec.source), options=fa_kernels.build_options(kernel, True))
     symbols = _kernel_symbols(cubin)
     assert "fs_trace_params" in symbols
     assert set(fa_kernels.function_names(kernel)) <= symbols
-    assert "fs_trace_params" not in _kernel_symbols(runtime.check_compiles_nvcc(runtime.kernel_path(spec.file)))
+    assert "fs_trace_params" not in _kernel_symbols(runtime.check_compiles_nvcc(runtime.kernel_path(spec.source)))
 
 
 def test_kernel_folder_holds_the_probes():
@@ -232,7 +232,9 @@ def test_kernel_source_rejects_bad_names(name):
 
 
 def test_source_hash_covers_local_headers(tmp_path, monkeypatch):
-    monkeypatch.setattr(runtime, "KERNELS_DIR", tmp_path)
+    from flashsim.kernels import sources
+
+    monkeypatch.setattr(sources, "KERNELS_DIR", tmp_path)
     (tmp_path / "k.cu").write_text('#include "a.cuh"\nextern "C" __global__ void k() {}\n')
     (tmp_path / "a.cuh").write_text('#pragma once\n#include "b.cuh"\n')
     (tmp_path / "b.cuh").write_text("// b v1\n")

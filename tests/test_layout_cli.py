@@ -1,17 +1,16 @@
-"""``flashsim layout "EXPR"`` (flashsim/layout/cli.py) and the SVG pictures of flashsim.viz.layout."""
+"""``flashsim layout "EXPR"`` (flashsim/cli/layout.py) and the SVG pictures of flashsim.viz.layout."""
 
 import argparse
-import importlib.util
 import re
 import sys
 
 import pytest
 
+from flashsim.cli.layout import add_parser, ldmatrix_bank_report
 from flashsim.errors import ArgumentError, FlashsimError
 from flashsim.layout import (
     COPY_OPS, MMA_OPS, Copy_Atom, Layout, S, Swizzle, TiledMMA, composition, make_tiled_copy,
 )
-from flashsim.layout.cli import add_parser, ldmatrix_bank_report
 from flashsim.viz import layout as V
 
 SEED_SQ = "tile_to_shape(composition(Swizzle<3,3,3>{}, Layout<Shape<_8,_64>,Stride<_64,_1>>{}), Shape<_128,_128>{})"
@@ -105,15 +104,6 @@ def test_mma_and_copy_pictures_directly():
     assert ">T255<" in V.copy_svg(tc)
 
 
-def test_banks_needs_the_bank_accountant(capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "flashsim.smem", None)  # as if the accountant were not built
-    with pytest.raises(NotImplementedError, match="needs flashsim.smem"):
-        ldmatrix_bank_report(Layout((S(8), S(64)), (S(64), S(1))), 16)
-    assert run(["Layout((_8,_64),(_64,_1))", "--banks", "--dtype", "f16"]) == 2
-    assert "needs flashsim.smem" in capsys.readouterr().err
-
-
-@pytest.mark.skipif(importlib.util.find_spec("flashsim.smem") is None, reason="flashsim.smem not written yet")
 def test_banks_counts_ldmatrix_conflicts(capsys):
     plain = ldmatrix_bank_report(Layout((S(8), S(64)), (S(64), S(1))), 16)
     swz = ldmatrix_bank_report(composition(Swizzle(3, 3, 3), Layout((S(8), S(64)), (S(64), S(1)))), 16)
@@ -124,7 +114,5 @@ def test_banks_counts_ldmatrix_conflicts(capsys):
 
 
 def test_banks_needs_16_byte_rows():
-    if importlib.util.find_spec("flashsim.smem") is None:
-        pytest.skip("flashsim.smem not written yet")
     with pytest.raises(ArgumentError, match="not 16 contiguous bytes"):
         ldmatrix_bank_report(Layout((S(8), S(64))), 16)  # column-major: a row is strided

@@ -16,7 +16,7 @@ from hypothesis.extra import numpy as hnp
 
 from flashsim.errors import ArgumentError
 from flashsim.numerics import formats
-from flashsim.numerics import mma as mm
+from flashsim.numerics.mma import generic as mm
 from flashsim.numerics.mma import MODELS, MmaModel, mma, mma_m16n8k8, mma_m16n8k16
 
 # ---- an independent reference: Python ints and Fractions, one output at a time ---------------------

@@ -40,22 +40,23 @@ def golden():
 
 
 def _run(kernel, case, cubin=None):
-    from flashsim.gpu import runtime
-    from flashsim.gpu.fa_kernels import FA_KERNELS, build_options, run_kernel
+    from flashsim.kernels import sources
+    from flashsim.kernels.launch import run_kernel
+    from flashsim.kernels.spec import get
 
-    spec = FA_KERNELS[kernel]
-    opts = build_options(kernel)
-    key = (runtime.source_hash(spec.file), tuple(opts))
-    saved = runtime._INTERP.pop(key, None)
+    spec = get(kernel)
+    opts = spec.build_options()
+    key = (sources.source_hash(spec.source), tuple(opts))
+    saved = sources._INTERP.pop(key, None)
     try:
         if cubin is not None:
-            runtime.interpreted_module(spec.file, options=opts, cubin=cubin)
+            sources.interpreted_module(spec.source, options=opts, cubin=cubin)
         out, lse = run_kernel(kernel, case.q, case.k, case.v, backend="interp", **case.kwargs)
-        sha = runtime.interpreted_module(spec.file, options=opts).sha256
+        sha = sources.interpreted_module(spec.source, options=opts).sha256
     finally:
-        runtime._INTERP.pop(key, None)
+        sources._INTERP.pop(key, None)
         if saved is not None:
-            runtime._INTERP[key] = saved
+            sources._INTERP[key] = saved
     return out, lse, sha
 
 

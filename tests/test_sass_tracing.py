@@ -492,7 +492,7 @@ def test_trace_show_prints_what_an_interpreted_trace_holds(mod, tmp_path, capsys
     --tag selects by PC, source location or SASS text; the lane x register table holds the recorded bits
     (the stored value of the line, lane by lane), '-' for lanes not there; a selector naming nothing is a
     bad --tag listing the file's tags."""
-    from flashsim.sass.traceshow import matching_tags
+    from flashsim.cli.traceshow import matching_tags
 
     path = tmp_path / "s.fstrace"
     _run(mod, TraceSpec(path, at=[f"kernel.cu:{LINES['x']}"], smem=False), add=7)

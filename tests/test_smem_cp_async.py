@@ -185,7 +185,7 @@ def test_bad_arguments(kw, match):
 
 
 def test_the_banks_command_counts_cp_async_by_the_rule(capsys):
-    from flashsim.warp.cli import main
+    from flashsim.cli import main
 
     assert main(["banks", "--width", "128", "--op", "cp.async.cg", "--addr", "lane * 32"]) == 0
     out = capsys.readouterr().out

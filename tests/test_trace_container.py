@@ -3,6 +3,7 @@ can be damaged (each must be a TraceError naming the file, never wrong data)."""
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import zlib
@@ -14,7 +15,7 @@ import flashsim
 from flashsim.trace import (
     FORMAT_VERSION, SMEM_DTYPE, Event, TraceArgumentError, TraceError, TraceReader, TraceWriter, open_trace,
 )
-from flashsim.trace import container as C
+from flashsim.trace.container import fileformat as C
 
 TAGS = ["load_q", "mma_qk", "softmax", "mma_pv", "normalize"]
 META = {"gpu": "NVIDIA H100 80GB HBM3", "driver": "580.00", "kernel": "fa2", "source_sha256": "ab" * 32,
@@ -289,7 +290,7 @@ def _fix_checksums(path):
     foot = C._FOOT.unpack_from(data, len(data) - C._FOOT.size)
     index_offset, index_len = foot[0], foot[1]
     (jlen,) = C._U32LE.unpack_from(data, index_offset)
-    n = C.json.loads(bytes(data[index_offset + 4:index_offset + 4 + jlen]))["chunks"]
+    n = json.loads(bytes(data[index_offset + 4:index_offset + 4 + jlen]))["chunks"]
     rows_at = index_offset + 4 + jlen
     rows = np.frombuffer(bytes(data[rows_at:rows_at + n * C.INDEX_DTYPE.itemsize]), C.INDEX_DTYPE).copy()
     for row in rows:

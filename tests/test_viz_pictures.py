@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from flashsim.cli import main
 from flashsim.errors import ArgumentError, FlashsimError
 from flashsim.layout import MMA_OPS, Layout, S, Swizzle, TiledMMA, composition
 from flashsim.layout.evaluate import evaluate
@@ -20,7 +21,6 @@ from flashsim.viz import svg as SVG
 from flashsim.viz import layout as V
 from flashsim.viz.banks import bank_map_svg
 from flashsim.viz.fragments import fragment_svg
-from flashsim.warp import cli as warp_cli
 from flashsim.warp.fragments import fragment
 
 TRACE = Path(__file__).resolve().parents[1] / "traces" / "warp" / "v5_d32.fstrace"
@@ -37,7 +37,7 @@ def rgb(hexcolor: str) -> tuple[int, int, int]:
 
 
 def run_layout(argv):
-    from flashsim.layout.cli import add_parser
+    from flashsim.cli.layout import add_parser
 
     p = argparse.ArgumentParser(prog="flashsim")
     add_parser(p.add_subparsers(dest="command", required=True))
@@ -162,7 +162,7 @@ def test_other_pictures_keep_text_inside(make):
 def test_bank_map_has_a_legend_and_the_totals(tmp_path, capsys):
     svg = tmp_path / "ld.svg"
     addr = "(lane % 16) * 256 + (lane // 16) * 16"
-    assert warp_cli.main(["ldmatrix", "--x4", "--addr", addr, "--svg", str(svg)]) == 0
+    assert main(["ldmatrix", "--x4", "--addr", addr, "--svg", str(svg)]) == 0
     out = capsys.readouterr().out
     assert "total: 32 wavefronts, ideal 4, 28 bank conflicts" in out
     doc = svg.read_text()
@@ -176,7 +176,7 @@ def test_bank_map_has_a_legend_and_the_totals(tmp_path, capsys):
     swatches = [float(y) for y in re.findall(swatch, doc)]
     assert swatches and min(swatches) > grid_bottom
     # no conflict: the totals say so, and no cell is outlined
-    assert warp_cli.main(["banks", "--addr", "lane * 4", "--svg", str(svg)]) == 0
+    assert main(["banks", "--addr", "lane * 4", "--svg", str(svg)]) == 0
     doc = svg.read_text()
     assert "total: 1 wavefront, ideal 1, 0 bank conflicts" in doc
     assert doc.count('stroke="#d00000"') == 1  # the legend's swatch only

@@ -1,4 +1,4 @@
-"""`flashsim fragment | ldmatrix | banks` (registered by flashsim.warp.cli.add_parsers) and the safe EXPR."""
+"""`flashsim fragment | ldmatrix | banks` (registered by flashsim.cli.warp.add_parsers) and the safe EXPR."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import argparse
 import numpy as np
 import pytest
 
+from flashsim.cli import main, warp as cli
 from flashsim.errors import ArgumentError
-from flashsim.warp import cli
 from flashsim.warp.expr import evaluate, parse_defines
 
 
 def run(argv):
-    return cli.main(argv)
+    return main(argv)
 
 
 def test_add_parsers_registers_three_subcommands():

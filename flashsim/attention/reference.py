@@ -2,13 +2,13 @@
 flash-attn's acceptance rule that compares a kernel's error with the low-precision one's.
 
 Semantics (FA2, Dao-AILab/flash-attention; facts only): scores are ``softmax_scale * q.k``; with softcap
-they become ``softcap * tanh(scores / softcap)`` before masking (tests/test_flash_attn.py ``attention_ref``);
-causal and local masks are aligned to the bottom-right corner (``AttentionArgs.key_bounds``); q head h
-reads kv head ``h // ngroups``; a row with no key to attend gives out 0 and LSE +inf (the kernel's early
-exit and ``normalize_softmax_lse``: ``sum == 0`` gives ``INFINITY``, and the split-KV combine maps
-all -inf partial LSEs to +inf too); ``seqlen_k == 0`` likewise. LSE is the natural-log logsumexp of the
-(softcapped, scaled) scores of a row. Work is vectorised over batch and heads and chunked over query
-rows so that memory stays bounded for long sequences.
+they become ``softcap * tanh(scores / softcap)`` before masking (``attention_ref`` of flash-attn's
+test_flash_attn.py); causal and local masks are aligned to the bottom-right corner
+(``AttentionArgs.key_bounds``); q head h reads kv head ``h // ngroups``; a row with no key to attend gives
+out 0 and LSE +inf (the kernel's early exit and ``normalize_softmax_lse``: ``sum == 0`` gives ``INFINITY``,
+and the split-KV combine maps all -inf partial LSEs to +inf too); ``seqlen_k == 0`` likewise. LSE is the
+natural-log logsumexp of the (softcapped, scaled) scores of a row. Work is vectorised over batch and heads
+and chunked over query rows so that memory stays bounded for long sequences.
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def max_abs_diff(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def passes_flash_attn_rule(out, ref, out_lowp, *, atol: float = 1e-5) -> RuleResult:
-    """flash-attn's test rule, max|out - ref| <= 2 * max|out_lowp - ref| + atol (tests/test_flash_attn.py
+    """flash-attn's test rule, max|out - ref| <= 2 * max|out_lowp - ref| + atol (its test_flash_attn.py
     asserts it with atol 0 in test_flash_attn_output and 1e-5 in test_flash_attn_causal; the issue asks 1e-5).
 
     ``ref`` is the float64 truth (``attention_reference``), ``out_lowp`` a plain attention at the kernel's

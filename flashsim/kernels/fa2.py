@@ -12,7 +12,8 @@ The SASS below is what nvcc 13.0 emits for fa2.cu with ``--use_fast_math`` for s
 - ``max_scaled``: ``FSETP.NEU.FTZ m, -INF ; FMUL.FTZ m, scale_log2 ; FSEL .., RZ``.
 - rescale (after the first step): ``cur = (Check_inf && m == -inf) ? 0 : m``; ``FADD.FTZ -cur + prev ;
   FMUL.FTZ scale_log2 ; MUFU.EX2``; O *= c (FMUL.FTZ); the running sum's ``l *= c`` is contracted into the
-  first add: ``FFMA.FTZ l, c, l, P0``, then FADD.FTZ for the other values in register order.
+  first add: ``FFMA.FTZ l, c, l, P0`` (an instance whose spec says ``fma_rescale=False``: ``FMUL.FTZ l, c, l ;
+  FADD.FTZ l, P0, l``), then FADD.FTZ for the other values in register order.
 - ``P = exp2f(S * scale_log2 - max_scaled)``: ``FFMA.FTZ t, s, scale_log2, -max_scaled ; MUFU.EX2``
   (ex2.approx.ftz.f32); P -> 16 bits: F2FP (cvt.rn pairs); O += P V: mma f32 over the 16-key slices.
 - normalize: the sum over the quad (FADD.FTZ with xor 2, then xor 1); ``FSETP.NE.FTZ sum, 0`` (a zero or
@@ -23,6 +24,10 @@ CTAs that share the grid's m_block share the KV range, masks and step count; a b
 CTA carries its own n_block per step and leaves the batch when its range is done. Values are kept per CTA
 as (rows, columns) tiles; ``flashsim.trace.record`` maps them to each lane's registers (the mma fragment
 layouts) at every FS_TRACE point of fa2.cu, so a twin run records the events the traced CUDA build does.
+
+The tiles (kBlockM, kBlockN) come from the kernel's spec (flashsim.kernels.spec: "fa2" and its other
+configuration "fa2_sm8x") through :class:`Problem`. The arithmetic of a row does not depend on kBlockM;
+the KV range of an m_block and the number of masked steps do.
 """
 
 from __future__ import annotations
@@ -33,34 +38,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from flashsim.errors import bad_argument
+from flashsim.kernels.spec import fa2_smem_layout as smem_layout  # noqa: F401 (the layout smem_off computes)
+from flashsim.kernels.spec import get
 from flashsim.kernels.common import (MMA_TYPE, NEG_INF, POS_INF, SIGN, XOR, ZERO, CtaJob, bits, f32, narrow,
                                      quad_merge, quad_split, run_job)
 from flashsim.numerics import fp32, sfu
 from flashsim.numerics.mma import gemm
 from flashsim.trace.record import acc_index, active, quad_index
+from flashsim.trace.spec import array_names
 
-BLOCK_M = 128
-#: head dim of the instance -> kBlockN (hdim 128: seed 000's 128 x 32; hdim 64: 128 x 64)
-BLOCK_N = {64: 64, 128: 32}
-DTYPES = ("float16", "bfloat16")
 _LN2 = np.uint32(0x3F317218)  # 0.69314718246459960938, the constant of __logf
-
-
-def kernel_headdim(headdim: int) -> int:
-    """The instance that runs a (padded) head dim: 64 up to 64, else 128."""
-    if headdim <= 64:
-        return 64
-    if headdim <= 128:
-        return 128
-    raise bad_argument("headdim", headdim, "kernel 'fa2' is built for head dims up to 128 (instances 64 and 128)")
-
-
-def smem_layout(rows: int, headdim: int):
-    """The smem layout of sQ/sK/sV (seed 000): tile_to_shape(Swizzle<3,3,3> o (8,64):(64,1), (rows, headdim))."""
-    from flashsim.layout import ComposedLayout, S, Swizzle, make_layout, tile_to_shape
-
-    atom = ComposedLayout(Swizzle(3, 3, 3), 0, make_layout((S(8), S(64)), (S(64), S(1))))
-    return tile_to_shape(atom, (S(rows), S(headdim)))
 
 
 def smem_offset(r, c, rows: int) -> np.ndarray:
@@ -72,7 +59,7 @@ def smem_offset(r, c, rows: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Problem:
-    """The launch: shapes, flags and the float32 scalars fa2.cu receives."""
+    """The launch: the instance's tiles, shapes, flags and the float32 scalars fa2.cu receives."""
 
     batch: int
     heads: int
@@ -88,30 +75,38 @@ class Problem:
     window_right: int
     is_causal: bool
     is_local: bool
+    block_m: int          # kBlockM: query rows of a CTA
+    block_n: int          # kBlockN: keys of a KV step
+    warps: int            # warps of a CTA: warp w owns rows 16 w + 16 warps m + (0..15)
+    fma_rescale: bool = True  # l *= c contracted into the first add (flashsim.kernels.spec.Tiles)
 
     @property
-    def block_n(self) -> int:
-        return BLOCK_N[self.headdim]
+    def rows_per_m(self) -> int:
+        return 16 * self.warps
+
+    @property
+    def m_tiles(self) -> int:
+        return self.block_m // self.rows_per_m
 
     @property
     def m_blocks(self) -> int:
-        return -(-self.seqlen_q // BLOCK_M)
+        return -(-self.seqlen_q // self.block_m)
 
     @property
     def even_mn(self) -> bool:
-        return self.seqlen_q % BLOCK_M == 0 and self.seqlen_k % self.block_n == 0
+        return self.seqlen_q % self.block_m == 0 and self.seqlen_k % self.block_n == 0
 
     def n_block_range(self, m_block) -> tuple[np.ndarray, np.ndarray]:
         """(n_block_min, n_block_max) of each m_block, with C++ integer division (truncation toward 0)."""
         m_block = np.asarray(m_block, np.int64)
         bn = self.block_n
         if self.is_local:
-            lo = np.maximum(0, _cdiv_trunc(m_block * BLOCK_M + self.seqlen_k - self.seqlen_q - self.window_left, bn))
+            lo = np.maximum(0, _cdiv_trunc(m_block * self.block_m + self.seqlen_k - self.seqlen_q - self.window_left, bn))
         else:
             lo = np.zeros_like(m_block)
         hi = np.full_like(m_block, _cdiv_trunc(self.seqlen_k + bn - 1, bn))
         if self.is_causal or self.is_local:
-            hi = np.minimum(hi, _cdiv_trunc((m_block + 1) * BLOCK_M + self.seqlen_k - self.seqlen_q
+            hi = np.minimum(hi, _cdiv_trunc((m_block + 1) * self.block_m + self.seqlen_k - self.seqlen_q
                                             + self.window_right + bn - 1, bn))
         return lo, hi
 
@@ -119,7 +114,7 @@ class Problem:
     def n_masking_steps(self) -> int:
         if not self.is_causal and not self.is_local:
             return 1
-        steps = -(-BLOCK_M // self.block_n)
+        steps = -(-self.block_m // self.block_n)
         return steps if self.even_mn else steps + 1
 
 
@@ -130,30 +125,38 @@ def _cdiv_trunc(a, b):
     return np.where(a < 0, -q, q)
 
 
-def problem_from_args(args) -> Problem:
+def problem(inst, args) -> Problem:
+    """The launch of the instance ``inst`` (flashsim.kernels.spec.Instance) on a call (AttentionArgs)."""
     left, right = args.params_window_size
     return Problem(batch=args.batch, heads=args.heads, heads_k=args.heads_k, seqlen_q=args.seqlen_q,
-                   seqlen_k=args.seqlen_k, headdim=kernel_headdim(args.headdim_padded), dtype=args.dtype,
+                   seqlen_k=args.seqlen_k, headdim=inst.headdim, dtype=args.dtype,
                    scale_softmax=np.float32(args.params_scale_softmax),
                    scale_softmax_log2=np.float32(args.params_scale_softmax_log2),
                    softcap=np.float32(args.params_softcap), window_left=int(left), window_right=int(right),
-                   is_causal=bool(args.is_causal), is_local=bool(args.is_local))
+                   is_causal=bool(args.is_causal), is_local=bool(args.is_local), block_m=inst.block_m,
+                   block_n=inst.block_n, warps=inst.spec.warps, fma_rescale=inst.fma_rescale)
+
+
+def problem_from_args(args, kernel: str = "fa2") -> Problem:
+    """The launch of ``kernel`` (fa2 or another configuration of it) on a call (AttentionArgs)."""
+    return problem(get(kernel).instance_for(args), args)
 
 
 def _maps(pb: Problem):
-    """Where each traced register lives in this twin's arrays (flashsim.trace.record)."""
+    """Where each traced register lives in this twin's arrays (flashsim.trace.record): warp w's m-tile m
+    starts at row 16 w + rows_per_m m."""
 
-    bn, d = pb.block_n, pb.headdim
-    return dict(acc_s=acc_index(64, 2, bn, bn // 8), p=quad_index(64, 2, bn // 4), row=quad_index(64, 2, 0, 4),
-                acc_o=acc_index(64, 2, d, d // 8), lse=quad_index(64, 2, 0, 1))
+    bn, d, rm, mt = pb.block_n, pb.headdim, pb.rows_per_m, pb.m_tiles
+    return dict(acc_s=acc_index(rm, mt, bn, bn // 8), p=quad_index(rm, mt, bn // 4), row=quad_index(rm, mt, 0, 4),
+                acc_o=acc_index(rm, mt, d, d // 8), lse=quad_index(rm, mt, 0, 1))
 
 
 def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
     """Run the CTAs ``idx`` (linear over (m_block, head, batch), m_block fastest) to completion; returns their O
-    tiles (g, 128, headdim) uint16 and LSE rows (g, 128) uint32 (rows past seqlen_q included). ``rec`` (a
+    tiles (g, block_m, headdim) uint16 and LSE rows (g, block_m) uint32 (rows past seqlen_q included). ``rec`` (a
     flashsim.trace.record.Recorder) gets the events fa2.cu's FS_TRACE marks; ``hook(idx, step, steps)`` (a
     flashsim.kernels.common.StepHook) is called before each KV step (progress, cancellation)."""
-    d, bn, mt = pb.headdim, pb.block_n, MMA_TYPE[pb.dtype]
+    d, bm, bn, mt = pb.headdim, pb.block_m, pb.block_n, MMA_TYPE[pb.dtype]
     rec = active(rec, idx)
     mp = _maps(pb) if rec is not None else None
     m_block = idx % pb.m_blocks
@@ -162,7 +165,7 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
     head_k = head // (pb.heads // pb.heads_k)
     lo, hi = pb.n_block_range(m_block)
     g = idx.size
-    rows = m_block[:, None] * BLOCK_M + np.arange(BLOCK_M)[None, :]                   # (g, 128)
+    rows = m_block[:, None] * bm + np.arange(bm)[None, :]                             # (g, bm)
     row_ok = rows < pb.seqlen_q
     empty = hi <= lo if (pb.is_causal or pb.is_local or not pb.even_mn) else np.zeros(g, bool)
     if rec is not None:
@@ -171,13 +174,13 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
         rec.event("load_k", idx[~empty])
 
     # sQ: rows past seqlen_q are zero-filled
-    qt = np.zeros((g, BLOCK_M, d), np.uint16)
+    qt = np.zeros((g, bm, d), np.uint16)
     rr = np.minimum(rows, pb.seqlen_q - 1)
     qt[:] = np.where(row_ok[..., None], q[bidb[:, None], rr, head[:, None], :], 0)
 
-    acc_o = np.zeros((g, BLOCK_M, d), np.uint32)
-    row_max = np.zeros((g, BLOCK_M, 4), np.uint32)
-    row_sum = np.zeros((g, BLOCK_M, 4), np.uint32)
+    acc_o = np.zeros((g, bm, d), np.uint32)
+    row_max = np.zeros((g, bm, 4), np.uint32)
+    row_sum = np.zeros((g, bm, 4), np.uint32)
     scale_log2 = bits(pb.scale_softmax_log2)
     live = ~empty
     n_block = hi - 1
@@ -201,7 +204,7 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
         kk = np.minimum(keys, pb.seqlen_k - 1)
         kb = np.where(key_ok[..., None], k[bidb[act, None], kk, head_k[act, None], :], 0).astype(np.uint16)
         vb = np.where(key_ok[..., None], v[bidb[act, None], kk, head_k[act, None], :], 0).astype(np.uint16)
-        s = gemm(qt[act], np.ascontiguousarray(kb.transpose(0, 2, 1)), np.zeros((act.size, BLOCK_M, bn), np.uint32),
+        s = gemm(qt[act], np.ascontiguousarray(kb.transpose(0, 2, 1)), np.zeros((act.size, bm, bn), np.uint32),
                  atype=mt)
         if rec is not None:
             rec.event("mma_qk", ids, (s, mp["acc_s"]))
@@ -221,7 +224,7 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
         if rec is not None:
             rec.event("mask", ids, (s, mp["acc_s"]))
             rec.event("load_k", ids[nb > lo[act]])
-        sv = quad_split(s)                                                              # (a, 128, 4, bn/4)
+        sv = quad_split(s)                                                              # (a, bm, 4, bn/4)
         n_v = sv.shape[-1]
         prev = row_max[act]
         ao = acc_o[act]
@@ -243,7 +246,10 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
         if first:
             sm = fp32.add(np.ascontiguousarray(p[..., 0]), np.ascontiguousarray(p[..., 1]), ftz=True)
         else:
-            sm = fp32.fma(c, row_sum[act], np.ascontiguousarray(p[..., 0]), ftz=True)
+            if pb.fma_rescale:
+                sm = fp32.fma(c, row_sum[act], np.ascontiguousarray(p[..., 0]), ftz=True)
+            else:
+                sm = fp32.add(fp32.mul(c, row_sum[act], ftz=True), np.ascontiguousarray(p[..., 0]), ftz=True)
             sm = fp32.add(sm, np.ascontiguousarray(p[..., 1]), ftz=True)
         for c_ in range(2, n_v):
             sm = fp32.add(sm, np.ascontiguousarray(p[..., c_]), ftz=True)
@@ -295,7 +301,7 @@ def _store(pb: Problem, o: np.ndarray, lse: np.ndarray, idx: np.ndarray, result)
     m_block = idx % pb.m_blocks
     head = (idx // pb.m_blocks) % pb.heads
     bidb = idx // (pb.m_blocks * pb.heads)
-    rows = m_block[:, None] * BLOCK_M + np.arange(BLOCK_M)[None, :]
+    rows = m_block[:, None] * pb.block_m + np.arange(pb.block_m)[None, :]
     sel = np.nonzero(rows < pb.seqlen_q)
     o[bidb[sel[0]], rows[sel], head[sel[0]], :] = out[sel]
     lse[bidb[sel[0]], head[sel[0]], rows[sel]] = lse_v[sel]
@@ -313,7 +319,7 @@ def forward(pb: Problem, q, k, v, *, batch: int | None = None, threads: int | No
     o = np.zeros(q.shape, np.uint16)
     lse = np.zeros((pb.batch, pb.heads, pb.seqlen_q), np.uint32)
     n_ctas = pb.m_blocks * pb.heads * pb.batch
-    # about 8 KV steps of 128 x kBlockN scores per CTA in flight: keep a batch near 64 CTAs
+    # about 8 KV steps of kBlockM x kBlockN scores per CTA in flight: keep a batch near 64 CTAs
     job = CtaJob(cta_batch if rec is None else functools.partial(cta_batch, rec=rec), pb,
                  {"q": q, "k": k, "v": v}, lambda idx, res: _store(pb, o, lse, idx, res), n_ctas, batch or 64,
                  local_only=None if rec is None else "a trace recorder sees the CTAs in order, one batch at a time")
@@ -322,17 +328,20 @@ def forward(pb: Problem, q, k, v, *, batch: int | None = None, threads: int | No
 
 
 def check(q, k, v, softmax_scale=None, kernel: str = "fa2", **kw):
-    """flash_attn_func's checks plus the instance limits (head dim up to 128). Returns the AttentionArgs."""
+    """flash_attn_func's checks plus the instance limits of ``kernel`` (head dims up to its largest
+    instance). Returns the AttentionArgs."""
     from flashsim.attention import check_args
 
+    spec = get(kernel)
     args = check_args(q, k, v, softmax_scale=softmax_scale, **kw)
-    kernel_headdim(args.headdim_padded)
+    spec.check_supported(args)
+    spec.instance_for(args)
     return args
 
 
-def pad_inputs(args, q, k, v):
+def pad_inputs(args, q, k, v, kernel: str = "fa2"):
     """16-bit patterns zero-padded to the instance's head dim (what FA2's predicated copy leaves in smem)."""
-    d = kernel_headdim(args.headdim_padded)
+    d = get(kernel).instance_for(args).headdim
     out = []
     for x in (q, k, v):
         x = np.ascontiguousarray(np.asarray(x)).view(np.uint16)
@@ -344,7 +353,8 @@ def pad_inputs(args, q, k, v):
 
 def run(q, k, v, softmax_scale=None, *, kernel: str = "fa2", threads: int | None = None, progress=None, rec=None,
         workers: int | None = None, scheduler: str | None = None, client=None, **kw):
-    """The twin with flash_attn_func's conventions: returns (out with q's dtype and shape, lse float32).
+    """The twin of ``kernel`` (fa2 or another configuration of it) with flash_attn_func's conventions:
+    returns (out with q's dtype and shape, lse float32).
 
     Where the CTAs run: ``threads`` threads of this process (default: the cores); ``workers=N`` a local Dask
     cluster of N processes started for this call, ``scheduler='tcp://host:port'`` or ``client=`` an existing
@@ -352,10 +362,79 @@ def run(q, k, v, softmax_scale=None, *, kernel: str = "fa2", threads: int | None
     from flashsim.cluster import using
 
     args = check(q, k, v, softmax_scale, kernel, **kw)
-    pb = problem_from_args(args)
-    qp, kp, vp = pad_inputs(args, q, k, v)
     if args.seqlen_k == 0:  # mha_fwd: no launch; out 0, lse +inf
         return np.zeros(args.q_shape, args.np_dtype), np.full(args.lse_shape, np.inf, np.float32)
+    pb = problem_from_args(args, kernel)
+    qp, kp, vp = pad_inputs(args, q, k, v, kernel)
     with using(workers=workers, scheduler=scheduler, client=client) as cl:
         o, lse = forward(pb, qp, kp, vp, threads=threads, progress=progress, rec=rec, cluster=cl)
     return np.ascontiguousarray(o[..., :args.headdim]).view(args.np_dtype), lse.view(np.float32)
+
+
+# ---------------------------------------------------------------------------------------------- the kernel
+
+
+def launch_args(inst, args, q, k, v, xp):
+    """fa2.cu's parameters on the array module ``xp``: q, k, v zero-padded to the instance's head dim, o,
+    lse, then the scalars of :class:`Problem`; ``fetch()`` gives (out cropped to the head dim, lse)."""
+    pb = problem(inst, args)
+    d_q, d_k, d_v = (xp.asarray(x) for x in pad_inputs(args, q, k, v, inst.spec.name))
+    d_o = xp.zeros(d_q.shape, d_q.dtype)
+    d_lse = xp.zeros(args.lse_shape, np.float32)
+    params = (d_q, d_k, d_v, d_o, d_lse, np.int32(pb.seqlen_q), np.int32(pb.seqlen_k), np.int32(pb.heads),
+              np.int32(pb.heads_k), np.float32(pb.scale_softmax), np.float32(pb.scale_softmax_log2),
+              np.float32(pb.softcap), np.int32(pb.window_left), np.int32(pb.window_right),
+              np.int32(pb.is_causal), np.int32(pb.is_local))
+
+    def fetch():
+        out = np.ascontiguousarray(xp.asnumpy(d_o)[..., :args.headdim]).view(args.np_dtype)
+        return out, xp.asnumpy(d_lse)
+
+    return params, fetch, None
+
+
+#: every traced register is an f32 (flashsim.trace.spec.register_format)
+REGISTER_FORMATS: dict[str, str] = {}
+
+
+def trace_registers(inst, tag: str) -> list[str]:
+    """What fa2.cu's FS_TRACE points record: the accumulators acc_s[m][n][e] (S, kBlockN / 8 n-tiles) and
+    acc_o[m][n][e] (O, kHeadDim / 8 n-tiles), the row statistics row_max[m][i], row_sum[m][i] and lse[m][i],
+    for the warp's m-tiles m < kBlockM / 64 (the first index stays when there is one)."""
+    mt, nt, dt = inst.m_tiles, inst.block_n // 8, inst.headdim // 8
+    acc_s, acc_o = array_names("acc_s", mt, nt, 4), array_names("acc_o", mt, dt, 4)
+    return {
+        "mma_qk": acc_s,
+        "mask": acc_s,
+        "softmax": array_names("row_max", mt, 2) + array_names("row_sum", mt, 2) + acc_s + acc_o,
+        "mma_pv": acc_o,
+        "normalize": array_names("lse", mt, 2) + acc_o,
+    }.get(tag, [])
+
+
+def trace_program(inst, steps: int) -> list[str]:
+    """The tags a warp records for a CTA of ``steps`` KV steps (the longest path: the next K's load in
+    every step)."""
+    return (["load_q", "load_k"] + ["load_v", "mma_qk", "mask", "load_k", "softmax", "mma_pv"] * steps
+            + ["normalize", "store_o"])
+
+
+def tile_steps(inst, args) -> int:
+    """CTAs x KV blocks of a launch: each m_block's KV range (masks shorten it)."""
+    if args.seqlen_k == 0:
+        return 0
+    pb = problem(inst, args)
+    lo, hi = pb.n_block_range(np.arange(pb.m_blocks))
+    return int(np.maximum(hi - lo, 0).sum()) * args.heads * args.batch
+
+
+def memory(inst, args, workers: int = 1) -> int:
+    """Bytes a twin run allocates beyond the inputs: the padded copies, the outputs and the working arrays
+    of about 64 CTAs per thread (or worker) in flight."""
+    nq = args.batch * args.seqlen_q * args.heads * args.headdim
+    nk = args.batch * args.seqlen_k * args.heads_k * args.headdim
+    d, bm, bn = inst.headdim, inst.block_m, inst.block_n
+    pad = (nq + 2 * nk) * d // args.headdim
+    io = 2 * pad + 2 * nq * d // args.headdim + 4 * args.batch * args.heads * args.seqlen_q + 2 * nq
+    per_cta = bm * d * 18 + bm * bn * 40 + bn * d * 12
+    return io + per_cta * min(64 * workers, inst.ctas(args))

@@ -8,7 +8,8 @@ addresses, so both kernels have this one twin. The state is batched by warp tile
 shuffles move are taken from those arrays in the order the instructions combine them, and
 ``flashsim.trace.record`` reads each lane's registers out of them at every FS_TRACE point of
 fa_v5.cu (the same events the traced CUDA build records). The bank report comes from running the kernel's
-own cubin in the SASS interpreter (``flashsim check``).
+own cubin in the SASS interpreter (``flashsim check``). The CTA (4 warps of 16 query rows) and the 16-key KV
+tile come from the kernels' specs (flashsim.kernels.spec).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from __future__ import annotations
 import numpy as np
 
 from flashsim.errors import bad_argument
+from flashsim.kernels.spec import get
 from flashsim.numerics import cvt, fp32, sfu
 from flashsim.numerics.mma import mma_m16n8k16
 from flashsim.trace.record import active, reg_index
+from flashsim.trace.spec import array_names
 
 _LOG2E = np.uint32(0x3FB8AA3B)  # 1.4426950216293334961, the constant of __expf
 _INIT_M = np.float32(-1e20).view(np.uint32)
@@ -52,7 +55,7 @@ def _maps(d: int):
     return out
 
 
-def forward(q, k, v, softmax_scale, rec=None, progress=None) -> np.ndarray:
+def forward(q, k, v, softmax_scale, rec=None, progress=None, kernel: str = "v5") -> np.ndarray:
     """O for q (batch, heads, N, d), k/v (batch, heads, M, d) as float16 bit patterns (uint16), with
     ``softmax_scale`` the float32 the kernel receives. Returns O (uint16, the layout of q). ``rec`` (a
     flashsim.trace.record.Recorder) gets the events fa_v5.cu's FS_TRACE marks. Every warp tile of the grid
@@ -62,8 +65,10 @@ def forward(q, k, v, softmax_scale, rec=None, progress=None) -> np.ndarray:
             raise bad_argument(name, getattr(x, "shape", x), "expected uint16 f16 bit patterns (batch, heads, seq, d)")
     b, h, n, d = q.shape
     m = k.shape[2]
-    if n % ROWS_PER_CTA or m % KV_TILE or d % D_TILE:
-        raise bad_argument("q.shape", q.shape, f"v5/v6 need N % {ROWS_PER_CTA}, M % {KV_TILE} and d % {D_TILE} == 0")
+    inst = get(kernel).instance(d)
+    rows, kv = inst.block_m, inst.block_n  # 4 warps x 16 rows, 16 keys: the 16 x 16 tiles below
+    if n % rows or m % kv:
+        raise bad_argument("q.shape", q.shape, f"{kernel} needs N % {rows} and M % {kv} == 0")
     scale = np.uint32(np.float32(softmax_scale).view(np.uint32))
     t = b * h * (n // 16)                                   # one 16-row warp tile each
     qt = q.reshape(b, h, n // 16, 16, d).reshape(t, 16, d)
@@ -146,37 +151,93 @@ def forward(q, k, v, softmax_scale, rec=None, progress=None) -> np.ndarray:
             event("next_ml", (new_m, mp["ml"]), (new_l, mp["ml"]))
         prev_m, prev_l = new_m, new_l                                        # next_ml
         if progress is not None:
-            progress(j // KV_TILE + 1, m // KV_TILE)
+            progress(j // kv + 1, m // kv)
     return o.reshape(b, h, n, d)
 
 
-ROWS_PER_CTA, KV_TILE, D_TILE = 64, 16, 16  # 4 warps x Br = 16 query rows, Bc = 16 keys, Bd = 16
-
-
-def check(kernel, q, k, v, softmax_scale=None):
-    """flash_attn_func's checks plus the v5/v6 preconditions (seed 001): float16, no GQA/MQA,
-    N % 64, M % 16, d % 16. Returns the AttentionArgs; each failure names its precondition."""
+def check(q, k, v, softmax_scale=None, kernel: str = "v5", **kw):
+    """flash_attn_func's checks, the features ``kernel`` lacks (masks, softcap, GQA/MQA, bf16) and the
+    v5/v6 preconditions (seed 001): N a multiple of the CTA's rows, M of the KV tile, d of 16. Returns
+    the AttentionArgs; each failure names its precondition."""
     from flashsim.attention import check_args
 
-    args = check_args(q, k, v, softmax_scale=softmax_scale)
-    if args.dtype != "float16":
-        raise bad_argument("q.dtype", args.dtype, f"kernel {kernel!r} supports float16 only")
-    if args.heads_k != args.heads:
-        raise bad_argument("k.shape", k.shape,
-                           f"kernel {kernel!r} needs as many kv heads as query heads ({args.heads}): no GQA/MQA")
-    if args.seqlen_q % ROWS_PER_CTA:
-        raise bad_argument("q.shape", q.shape, f"kernel {kernel!r} needs seqlen_q % {ROWS_PER_CTA} == 0 (N % (4*Br))")
-    if args.seqlen_k % KV_TILE:
-        raise bad_argument("k.shape", k.shape, f"kernel {kernel!r} needs seqlen_k % {KV_TILE} == 0 (M % Bc)")
-    if args.headdim % D_TILE:
-        raise bad_argument("q.shape", q.shape, f"kernel {kernel!r} needs headdim % {D_TILE} == 0 (d % Bd)")
+    spec = get(kernel)
+    args = check_args(q, k, v, softmax_scale=softmax_scale, **kw)
+    spec.check_supported(args)
+    inst = spec.instance_for(args)
+    if args.seqlen_q % inst.block_m:
+        raise bad_argument("q.shape", q.shape, f"kernel {kernel!r} needs seqlen_q % {inst.block_m} == 0 (N % (4*Br))")
+    if args.seqlen_k % inst.block_n:
+        raise bad_argument("k.shape", k.shape, f"kernel {kernel!r} needs seqlen_k % {inst.block_n} == 0 (M % Bc)")
     return args
 
 
-def run(q, k, v, softmax_scale=None, *, kernel: str = "v5", rec=None, progress=None) -> np.ndarray:
-    """The twin with gpu.fa_kernels.run_fa's conventions: float16 (batch, seqlen, heads, d) in and out.
-    ``progress(done, total)`` counts KV tiles (all CTAs step together)."""
-    args = check(kernel, q, k, v, softmax_scale)
+def run(q, k, v, softmax_scale=None, *, kernel: str = "v5", rec=None, progress=None, threads: int | None = None,
+        workers: int | None = None, scheduler: str | None = None, client=None, **kw) -> np.ndarray:
+    """The twin with flash_attn_func's conventions: float16 (batch, seqlen, heads, d) in and out (no LSE).
+    ``progress(done, total)`` counts KV tiles: every CTA of the grid steps through them together, in this
+    process (``threads``, ``workers``, ``scheduler``, ``client`` and an enclosing cluster are noted and
+    left unused)."""
+    from flashsim.cluster import current, note
+
+    args = check(q, k, v, softmax_scale, kernel, **kw)
+    if workers is not None or scheduler is not None or client is not None or current() is not None:
+        note(f"the {kernel} twin runs in this process: it steps every CTA of the grid together through the KV tiles")
     bits = [np.ascontiguousarray(np.asarray(x).transpose(0, 2, 1, 3)).view(np.uint16) for x in (q, k, v)]
-    o = forward(*bits, np.float32(args.softmax_scale_f32), rec=rec, progress=progress)
+    o = forward(*bits, np.float32(args.softmax_scale_f32), rec=rec, progress=progress, kernel=kernel)
     return np.ascontiguousarray(o.transpose(0, 2, 1, 3)).view(np.float16)
+
+
+# ---------------------------------------------------------------------------------------------- the kernel
+
+
+def launch_args(inst, args, q, k, v, xp):
+    """fa_v5.cu's parameters on the array module ``xp``: Q, K, V, O as f16 patterns (batch, heads, seqlen,
+    d), N, M, d, softmax_scale. The kernel reads O back at every KV step: ``reset()`` zeroes it."""
+    d_q, d_k, d_v = (xp.asarray(np.ascontiguousarray(np.swapaxes(x, 1, 2)).view(np.uint16)) for x in (q, k, v))
+    d_o = xp.zeros(d_q.shape, d_q.dtype)
+
+    def fetch():
+        out = xp.asnumpy(d_o).view(np.float16)
+        return np.ascontiguousarray(np.swapaxes(out, 1, 2)), None
+
+    params = (d_q, d_k, d_v, d_o, np.int32(args.seqlen_q), np.int32(args.seqlen_k), np.int32(args.headdim),
+              np.float32(args.softmax_scale_f32))
+    return params, fetch, lambda: d_o.fill(0)
+
+
+#: the S and PV tiles as f16 pairs (mma C fragments), P and O as single f16; the {m, d} statistics f32
+REGISTER_FORMATS = {"rc": "f16x2", "p": "f16", "o": "f16"}
+
+
+def trace_registers(inst, tag: str) -> list[str]:
+    """What fa_v5.cu's FS_TRACE points record: the f16 C fragment rc[4], the softmax passes' md_m[p], md_d[p]
+    and p[p] (8 passes of two rows), the updated O o[p], and the running {m, l} of row ``lane``."""
+    return {
+        "mma_qk": array_names("rc", 4),
+        "softmax": array_names("md_m", 8) + array_names("md_d", 8) + array_names("p", 8),
+        "mma_pv": array_names("rc", 4),
+        "update_o": array_names("o", 8),
+        "next_ml": ["new_m", "new_l"],
+    }.get(tag, [])
+
+
+def trace_program(inst, steps: int) -> list[str]:
+    """The tags a warp records for ``steps`` KV steps (a mma_pv, store_o, update_o per 16-wide slice of d)."""
+    step = ["load_kv", "mma_qk", "store_s", "softmax"] + ["mma_pv", "store_o", "update_o"] * (inst.headdim // 16)
+    return ["init_ml", "load_q"] + (step + ["next_ml"]) * steps
+
+
+def tile_steps(inst, args) -> int:
+    """CTAs x KV tiles of a launch."""
+    return inst.ctas(args) * inst.kv_blocks(args)
+
+
+def memory(inst, args, workers: int = 1) -> int:
+    """Bytes a twin run allocates beyond the inputs: every 16-row warp tile at once, each with its own copy
+    of its head's K and V (``workers`` does not matter: the twin runs in this process)."""
+    nq = args.batch * args.seqlen_q * args.heads * args.headdim
+    nk = args.batch * args.seqlen_k * args.heads_k * args.headdim
+    tiles = args.batch * args.heads * (args.seqlen_q // 16)
+    io = 2 * (nq + 2 * nk) + 6 * nq + 2 * 2 * tiles * args.seqlen_k * args.headdim
+    return io + 4 * (16 * 16 * 4 * 12 + 16 * args.headdim * 4 * 4) * (tiles // 4)

@@ -3,7 +3,8 @@
 
 ``draw_params(pick, kernel)`` chooses every parameter through ``pick(name, options)``, so one definition
 serves a seeded numpy generator (``rng_pick``) and hypothesis (``flashsim.strategies.fa_cases``, which
-shrinks). ``make_case(params)`` builds the arrays. Value kinds:
+shrinks); the values each parameter takes are the kernel's ``Domain`` (flashsim.kernels.spec).
+``make_case(params)`` builds the arrays. Value kinds:
 
 - ``normal``: N(0, 1) entries;
 - ``large``: q and k times 4 to 16 (logits in the hundreds: the max subtraction and exp2 underflow matter);
@@ -21,10 +22,15 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
-from flashsim.errors import bad_argument
+from flashsim.kernels.spec import SPECS, get
 
-KERNELS = ("fa2", "kernel1", "v5", "v6")
+#: the kernels problems are drawn for: every registered one
+KERNELS = tuple(SPECS)
 KINDS = ("normal", "large", "identical", "subnormal", "nan_inf")
+#: the masks a kernel that models them is drawn with (none twice as often as each mask)
+MASKS = ("none", "none", "causal", "local")
+#: the softcaps a kernel that models softcap is drawn with (0: off)
+SOFTCAPS = (0.0, 0.0, 0.0, 5.0, 30.0)
 _NP = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 # scale that puts N(0, 1) entries into the subnormal range of each format (f16 below 2^-14, bf16 below 2^-126)
 _SUBNORMAL = {"float16": 2.0**-17, "bfloat16": 2.0**-129}
@@ -40,40 +46,38 @@ def rng_pick(rng: np.random.Generator) -> Pick:
     return pick
 
 
+def _draw(pick: Pick, name: str, options: tuple):
+    """``pick(name, options)``, or the one option without a draw."""
+    return options[0] if len(options) == 1 else pick(name, options)
+
+
 def draw_params(pick: Pick, kernel: str) -> dict:
-    """One problem's parameters (plain ints, floats, strings and tuples)."""
-    if kernel not in KERNELS:
-        raise bad_argument("kernel", kernel, f"expected one of {KERNELS}")
+    """One problem's parameters (plain ints, floats, strings and tuples) in ``kernel``'s domain."""
+    spec = get(kernel)
+    dom = spec.domain
     p: dict = {"kernel": kernel, "seed": pick("seed", range(2**16)), "kind": pick("kind", KINDS)}
     p["batch"] = pick("batch", (1, 2))
-    if kernel == "fa2":
-        p["heads_k"] = pick("heads_k", (1, 2))
-        p["heads"] = p["heads_k"] * pick("group", (1, 2, 3))
-        p["seqlen_q"] = pick("seqlen_q", (1, 7, 64, 100, 128, 129, 200, 256, 300))
-        p["seqlen_k"] = pick("seqlen_k", (1, 5, 32, 33, 64, 100, 128, 160, 257, 300))
-        p["headdim"] = pick("headdim", (8, 20, 32, 40, 64, 72, 96, 100, 128))
-        p["dtype"] = pick("dtype", ("float16", "bfloat16"))
-        mask = pick("mask", ("none", "none", "causal", "local"))
-        p["causal"] = mask == "causal"
-        if mask == "local":
-            sk = p["seqlen_k"]
-            p["window_size"] = (pick("left", (-1, 0, min(3, sk - 1), sk // 2, sk - 1)),
-                                pick("right", (-1, 0, min(5, sk - 1), sk // 3)))
-        else:
-            p["window_size"] = (-1, -1)
-        p["softcap"] = pick("softcap", (0.0, 0.0, 0.0, 5.0, 30.0))
+    if dom.group is not None:
+        p["heads_k"] = pick("heads_k", dom.heads)
+        p["heads"] = p["heads_k"] * pick("group", dom.group)
     else:
-        p["heads"] = p["heads_k"] = pick("heads", (1, 2))
-        if kernel == "kernel1":
-            p["seqlen_q"] = p["seqlen_k"] = pick("seqlen", (64, 128, 192, 256))
-            p["headdim"] = 128
-            p["dtype"] = pick("dtype", ("float16", "bfloat16"))
-        else:
-            p["seqlen_q"] = pick("seqlen_q", (64, 128, 192))
-            p["seqlen_k"] = pick("seqlen_k", (16, 48, 64, 128, 192))
-            p["headdim"] = pick("headdim", (16, 32, 48, 64, 128))
-            p["dtype"] = "float16"
-        p["causal"], p["window_size"], p["softcap"] = False, (-1, -1), 0.0
+        p["heads"] = p["heads_k"] = pick("heads", dom.heads)
+    if dom.seqlen_k is None:
+        p["seqlen_q"] = p["seqlen_k"] = pick("seqlen", dom.seqlen_q)
+    else:
+        p["seqlen_q"] = pick("seqlen_q", dom.seqlen_q)
+        p["seqlen_k"] = pick("seqlen_k", dom.seqlen_k)
+    p["headdim"] = _draw(pick, "headdim", dom.headdim)
+    p["dtype"] = _draw(pick, "dtype", spec.dtypes)
+    mask = pick("mask", MASKS) if "masks" in spec.features else "none"
+    p["causal"] = mask == "causal"
+    if mask == "local":
+        sk = p["seqlen_k"]
+        p["window_size"] = (pick("left", (-1, 0, min(3, sk - 1), sk // 2, sk - 1)),
+                            pick("right", (-1, 0, min(5, sk - 1), sk // 3)))
+    else:
+        p["window_size"] = (-1, -1)
+    p["softcap"] = pick("softcap", SOFTCAPS) if "softcap" in spec.features else 0.0
     p["softmax_scale"] = pick("softmax_scale", (None, None, 0.05, 0.3))
     return p
 
@@ -120,8 +124,11 @@ def make_case(params: dict) -> Case:
         v[at(v)] = -np.inf
     q, k, v = (x.astype(np.float32).astype(dt) for x in (q, k, v))
     kwargs = {"softmax_scale": p["softmax_scale"]}
-    if p["kernel"] == "fa2":
-        kwargs.update(causal=p["causal"], window_size=p["window_size"], softcap=p["softcap"])
+    features = get(p["kernel"]).features
+    if "masks" in features:
+        kwargs.update(causal=p["causal"], window_size=p["window_size"])
+    if "softcap" in features:
+        kwargs["softcap"] = p["softcap"]
     return Case(params, q, k, v, kwargs)
 
 

@@ -18,6 +18,7 @@ from flashsim.layout import inttuple as it
 from flashsim.layout import layout as L
 from flashsim.layout.inttuple import C, fmt
 from flashsim.layout.layout import Layout, LayoutError
+from flashsim.swizzle import cute_swizzle
 
 _ALL = 0xFFFFFFFF
 
@@ -76,8 +77,6 @@ class Swizzle:
     def __call__(self, x):
         if isinstance(x, MixedBits) or it.is_int(x):
             return _sw_apply(self, x)
-        from flashsim.swizzle import cute_swizzle
-
         return cute_swizzle(x, self.B, self.M, self.S)
 
     def _size(self, *idx):

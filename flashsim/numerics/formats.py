@@ -272,8 +272,3 @@ def bits_of(x, fmt) -> np.ndarray:
     if arr.dtype != want:
         raise bad_argument("x", arr.dtype, f"expected {want.name} values for {fmt.name}; convert with an explicit rounding mode first")
     return arr.view(fmt.dtype)
-
-
-def f64_to_f32_bits(x) -> np.ndarray:
-    """float64 values to f32 bit patterns, round-to-nearest-even (numpy's cast), for test inputs."""
-    return np.asarray(x, np.float64).astype(np.float32).view(np.uint32)

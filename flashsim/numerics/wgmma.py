@@ -44,6 +44,7 @@ from flashsim.errors import bad_argument
 from flashsim.numerics import mma as _mma
 from flashsim.numerics.formats import BF16, E4M3, E5M2, F16, F32, FINITE, INF, NAN, ZERO, FloatFormat, decode
 from flashsim.numerics.mma import MmaModel
+from flashsim.numerics.mma.generic import _finish_round_exact
 
 __all__ = ["EXACT", "FP8_DEFAULT", "FP8_HYPOTHESES", "K_OF", "M", "ProductsThenC", "WGMMA_K16_MODEL",
            "check_types", "exact_add", "exact_sum_model", "resolve_model", "wgmma", "wgmma_chain", "wgmma_m64nNk16",
@@ -322,7 +323,7 @@ def _round_ints(total, unit: int, dfmt: FloatFormat) -> np.ndarray:
     exp = unit + shift
     code = np.zeros(flat.size, np.uint8)  # _C_FINITE
     mode = rule.round_f32 if dfmt is F32 else rule.round_f16
-    return _mma._finish_round_exact(sign, mag, exp, code, dfmt, mode, rule, sticky=sticky).reshape(np.shape(total))
+    return _finish_round_exact(sign, mag, exp, code, dfmt, mode, rule, sticky=sticky).reshape(np.shape(total))
 
 
 def exact_sum_model(a, b, c, *, afmt: FloatFormat, bfmt: FloatFormat, dfmt: FloatFormat) -> np.ndarray:

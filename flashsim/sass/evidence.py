@@ -23,23 +23,24 @@ DATA = "sass_evidence.json"
 
 def _executed(job: tuple) -> tuple[str, set[str]]:
     """Worker: run one recorded problem in the interpreter; the forms it executed."""
-    kind, kernel, spec = job
+    kind, kernel, params = job
     if kind == "fa":
         from flashsim.kernels import problems
-        from flashsim.gpu import runtime
-        from flashsim.gpu.fa_kernels import FA_KERNELS, build_options, run_kernel
+        from flashsim.kernels.launch import run_kernel
+        from flashsim.kernels.sources import interpreted_module
+        from flashsim.kernels.spec import get
 
-        case = problems.make_case(spec)
-        mod = runtime.interpreted_module(FA_KERNELS[kernel].file, options=build_options(kernel))
+        case = problems.make_case(params)
+        mod = interpreted_module(get(kernel).source, options=get(kernel).build_options())
         before = {n: f._prog().executed_forms() for n, f in ((n, mod.get_function(n)) for n in mod.kernels)}
         run_kernel(kernel, case.q, case.k, case.v, backend="interp", **case.kwargs)
         after = {n: mod.get_function(n)._prog().executed_forms() for n in mod.kernels}
     else:
-        from flashsim.gpu import attn_extra
+        from flashsim.kernels import extra
 
-        mod = attn_extra.module(kernel)
+        mod = extra.module(kernel)
         before = {n: mod.get_function(n)._prog().executed_forms() for n in mod.kernels}
-        attn_extra.random_problem(kernel, int(spec)).run("interp")
+        extra.random_problem(kernel, int(params)).run("interp")
         after = {n: mod.get_function(n)._prog().executed_forms() for n in mod.kernels}
     ran = {f for n in after for f, c in after[n].items() if c > before[n].get(f, 0)}
     return kernel, ran

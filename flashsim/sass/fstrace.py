@@ -1,8 +1,9 @@
 """A FlashAttention kernel's FS_TRACE build run in the interpreter, recorded as a GPU run of it is.
 
 :func:`run_fs_trace` / :func:`record_fs_trace` run a FlashAttention kernel's FS_TRACE build (the cubin
-NVRTC makes of gpu/kernels/*.cu with -DFS_TRACE_BUILD, backend "interp" of gpu/fa_kernels.py) in the
-interpreter with the trace buffers that gpu/trace_gpu.py sets up on the GPU, and decode them the same way,
+NVRTC makes of gpu/kernels/*.cu with -DFS_TRACE_BUILD, backend "interp" of flashsim.kernels.launch) in the
+interpreter with the trace buffers that gpu/trace_gpu.py sets up on the GPU, and decode them the same way
+(flashsim.trace.buffer),
 so ``flashsim trace diff GPU.fstrace INTERP.fstrace`` compares a GPU run with an interpreted one::
 
     python -m flashsim.sass.fstrace fstrace --like traces/warp/fa2_hdim64_f16_empty_rows.fstrace -o interp.fstrace
@@ -25,10 +26,10 @@ def run_fs_trace(case, *, ctas=(0,), warps=None, cap_words: int | None = None):
     Returns a :class:`flashsim.trace.session.Run` (backend 'interp') that ``session.write`` stores."""
     import flashsim.cuda as fc
     from flashsim.attention import check_args
+    from flashsim.kernels.launch import prepare
     from flashsim.kernels.problems import inputs_digest
-    from flashsim.trace import session, spec
+    from flashsim.trace import buffer, session, spec
     from flashsim.trace.record import check_filter
-    from flashsim.gpu import fa_kernels, trace_gpu
 
     kernel = case.params["kernel"]
     args = check_args(case.q, case.k, case.v, **case.kwargs)
@@ -37,30 +38,21 @@ def run_fs_trace(case, *, ctas=(0,), warps=None, cap_words: int | None = None):
     if ctas is None:
         ctas = list(range(n_ctas))
     need = spec.warp_words(kernel, headdim, steps)
-    cap = trace_gpu._capacity(cap_words, need)
-    prep = fa_kernels.prepare(kernel, case.q, case.k, case.v, trace=True, backend="interp", **case.kwargs)
+    cap = buffer.capacity(cap_words, need)
+    prep = prepare(kernel, case.q, case.k, case.v, trace=True, backend="interp", **case.kwargs)
     module = prep.func.module
     slot = np.full(n_ctas, -1, np.int32)
     slot[ctas] = np.arange(len(ctas), dtype=np.int32)
     d_slot = fc.asarray(slot)
     d_buf = fc.zeros(len(ctas) * len(warps) * cap, np.uint32)
     params = module.get_global("fs_trace_params").view(np.uint64)
-    params.set(trace_gpu._params_bytes(d_buf.data.ptr, d_slot.data.ptr, cap, sum(1 << w for w in warps), len(warps)))
+    params.set(buffer.params_bytes(d_buf.data.ptr, d_slot.data.ptr, cap, sum(1 << w for w in warps), len(warps)))
     try:
         out, lse = prep.result()
     finally:
         params.set(np.zeros(4, np.uint64))
     buf = d_buf.get().reshape(len(ctas), len(warps), cap)
-    events, overflow = [], []
-    for i, c in enumerate(ctas):
-        for j, w in enumerate(warps):
-            ev, dropped = trace_gpu.decode(buf[i, j], c, w, kernel, headdim)
-            if dropped:
-                overflow.append(f"cta={c} warp={w} dropped {dropped} events")
-            events.extend(ev)
-    if overflow:
-        raise trace_gpu.TraceOverflow(f"trace buffer of {cap} words per warp too small ({need} needed by the "
-                                      "kernel's program): " + "; ".join(overflow))
+    events, _ = buffer.decode_all(buf, ctas, warps, kernel, headdim, need)
     meta = {"kind": "flashsim trace", "kernel": kernel, "params": {k: case.params[k] for k in session.PARAM_KEYS},
             "instance_headdim": headdim, "kv_steps": steps, "grid_ctas": n_ctas, "ctas": ctas, "warps": warps,
             "inputs_sha256": inputs_digest(case), "flashsim_version": session._version(), "backend": "interp",

@@ -25,8 +25,9 @@ import math
 
 import numpy as np
 
-from flashsim.sass import checking
-from flashsim.sass.machine import ExecOptions, Machine
+from flashsim import cluster
+from flashsim.sass import checking, spread
+from flashsim.sass.machine import ExecOptions, Machine, fault
 from flashsim.smem import MAX_PER_CTA as MAX_SMEM_PER_CTA  # cudaDevAttrMaxSharedMemoryPerBlockOptin
 from flashsim.smem import RESERVED as RESERVED_SMEM  # reservedSharedMemPerBlock, at 0x000-0x3ff
 from flashsim.smem import SharedMemory
@@ -103,7 +104,6 @@ class Launch:
         lanes = np.broadcast_to(lanes, idx.shape) if idx.shape == lanes.shape else np.ones(idx.shape, bool)
         bad = lanes & ((idx < 0) | (idx + width > len(data)) | (idx % 4 != 0))
         if bad.any():
-            from flashsim.sass.machine import fault
             if bad.shape == m.st.shape:
                 raise fault("out-of-bounds constant address", m, ins, bad, idx, f"bank {bank} has {len(data)} bytes")
             raise NotImplementedError(f"constant bank read outside bank {bank}: {ins.where()}")
@@ -144,16 +144,13 @@ class Launch:
         The CTAs run in batches of ``options.ctas_per_batch``, in this process or as tasks on a Dask cluster
         (``options.cluster``, else the enclosing ``with flashsim.cluster.Cluster(...)``): the batches are the
         same, and so are the bits, the counts and the report (flashsim.sass.spread)."""
-        from flashsim import cluster as _cluster
-        from flashsim.sass import spread
-
         total = math.prod(self.grid)
         per = max(1, int(self.options.ctas_per_batch))
         batches = [np.arange(start, min(total, start + per)) for start in range(0, total, per)]
         steps = warp_steps = 0
         first = 0
         try:
-            cl = self.options.cluster if self.options.cluster is not None else _cluster.current()
+            cl = self.options.cluster if self.options.cluster is not None else cluster.current()
             if cl is not None and len(batches) > 1:
                 why = spread.local_reason(self)
                 if why is not None:

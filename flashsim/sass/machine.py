@@ -105,7 +105,6 @@ class Machine:
         self.UP[PT] = True
         self.B = np.zeros((16, A, W), np.uint32)  # convergence barrier masks (BSSY)
         tid = np.arange(W * 32).reshape(W, 32)
-        self.tid_linear = tid
         bx, by = launch.block[0], launch.block[1]
         self.tid = (tid % bx, (tid // bx) % by, tid // (bx * by))
         self.st = np.where(tid < threads, RUN, NONE).astype(np.int8)[None].repeat(A, 0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from flashsim.sass.machine import EXITED, NONE, RUN, lane_bits, lanes_of
+from flashsim.sass.machine import EXITED, NONE, RUN, fault, lane_bits, lanes_of
 from flashsim.sass.program import Ctx, semantic
 
 
@@ -315,8 +315,6 @@ def nop(ctx: Ctx):
 
 @semantic("BPT", family="control")
 def bpt(ctx: Ctx):
-    from flashsim.sass.machine import fault
-
     def run(m, ex):
         lanes = (m.st == RUN) if ex is None else ex
         raise fault("trap (BPT)", m, ctx.ins, lanes, 0, "the kernel executed a trap")

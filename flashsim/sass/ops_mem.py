@@ -14,6 +14,7 @@ import numpy as np
 
 from flashsim.numerics import fp32
 from flashsim.sass.isa import RZ, URZ
+from flashsim.sass.launch import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from flashsim.sass.machine import fault, lanes_of
 from flashsim.sass.program import Ctx, semantic
 from flashsim.smem import CP_ASYNC_P0, SM90
@@ -495,8 +496,6 @@ def _atomic_factory(ctx: Ctx, space: str):
         i += 1
     wide = space == "global"
     if space == "generic-shared":
-        from flashsim.sass.launch import SHARED_WINDOW
-
         gaddr = _address(ctx, i, True)
         addr = lambda m: (gaddr(m) - np.uint64(SHARED_WINDOW)).astype(np.int64)  # noqa: E731
         space = "shared"
@@ -593,8 +592,6 @@ def membar(ctx: Ctx):
 # ------------------------------------------------------------------------------------------------ generic
 def _generic_spaces(m, lanes, addr):
     """Split generic addresses into (shared lanes, local lanes, global lanes) and window offsets."""
-    from flashsim.sass.launch import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
-
     a = addr.astype(np.uint64)
     sh = lanes & (a >= np.uint64(SHARED_WINDOW)) & (a < np.uint64(SHARED_WINDOW + WINDOW_SIZE))
     lo = lanes & (a >= np.uint64(LOCAL_WINDOW)) & (a < np.uint64(LOCAL_WINDOW + WINDOW_SIZE))

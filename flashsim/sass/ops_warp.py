@@ -8,6 +8,7 @@ import numpy as np
 from flashsim.sass.machine import lane_bits, lanes_of
 from flashsim.sass.program import Ctx, semantic
 from flashsim.warp import movmatrix
+from flashsim.warp.fragments import FRAGMENTS
 from flashsim.warp.shfl import shfl_sync
 
 
@@ -80,8 +81,7 @@ _HMMA_SHAPE = {"16816": ("m16n8k16", 16, 4, 2), "1688": ("m16n8k8", 8, 2, 1)}
 def hmma(ctx: Ctx):
     # HMMA.{16816,1688}.{F32,F16}[.BF16] d, a, b, c: mma.sync.aligned.m16n8k{16,8}.row.col (numerics.mma),
     # fragments gathered straight from the register file through the PTX fragment tables (warp.fragments)
-    from flashsim.numerics.mma import mma as mma_tiles
-    from flashsim.warp.fragments import FRAGMENTS
+    from flashsim.numerics.mma import mma as mma_tiles  # numba: imported on first use
 
     mods = ctx.ins.mods
     ctx.need(mods and mods[0] in _HMMA_SHAPE, f"{ctx.ins.name}")

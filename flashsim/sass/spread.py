@@ -34,7 +34,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flashsim.cluster import _portable
 from flashsim.errors import FlashsimError
+from flashsim.sass import checking
+from flashsim.sass.gmem import TaskMemory, range_index
+from flashsim.sass.machine import Machine
 
 __all__ = ["BatchResult", "local_reason", "run_batch", "run_on"]
 
@@ -74,11 +78,6 @@ class BatchResult:
 
 def run_batch(spec, snapshot, idx: np.ndarray, hook=None) -> BatchResult:
     """Run the CTAs ``idx`` of the launch ``spec`` (``Launch.detached()``) on global memory ``snapshot``."""
-    from flashsim.cluster import _portable
-    from flashsim.sass import checking
-    from flashsim.sass.gmem import TaskMemory
-    from flashsim.sass.machine import Machine
-
     mem = TaskMemory(snapshot)
     launch = copy.copy(spec)
     launch.memory = mem
@@ -90,7 +89,7 @@ def run_batch(spec, snapshot, idx: np.ndarray, hook=None) -> BatchResult:
     prog = launch.program
     hits, warp_hits = prog.hits.copy(), prog.warp_hits.copy()
     m = Machine(prog, launch, idx)
-    if hook is not None:  # a cancelled run stops here too (flashsim.kernels.common.Cancelled), not at the batch's end
+    if hook is not None:  # a cancelled run stops here too (flashsim.cluster.Cancelled), not at the batch's end
         m.poll = lambda: hook(idx, 0, 0)
     fault = None
     try:
@@ -148,8 +147,6 @@ class _Merge:
             if w is None:
                 # one extra byte: reduceat's cut at an allocation's end
                 w = self.written[int(a)] = np.zeros(mem.word_view(int(a), np.uint8).size + 1, bool)
-            from flashsim.sass.gmem import range_index
-
             w[range_index(starts, ends)] = True
         prog.hits += res.hits
         prog.warp_hits += res.warp_hits

@@ -34,7 +34,7 @@ __all__ = ["CUPY_OPTIONS", "CompileError", "CudaBuild", "PtxLinkError", "Toolcha
 #: honours the last occurrence of an option, so user code cannot undo flush-to-zero. cupy adds no -std.
 CUPY_OPTIONS = ("-ftz=true", "-arch=sm_90")
 #: flashsim's one addition: line tables, so faults and reports name source lines. It adds sections to the
-#: cubin and leaves every instruction as it is (tests/test_sass_toolchain.py compares the SASS).
+#: cubin and leaves every instruction as it is (tests/test_cuda_interp.py compares the SASS).
 LINEINFO = "-lineinfo"
 
 

@@ -24,14 +24,16 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from flashsim.errors import TraceError
 from flashsim.sass.tracing import KIND, LANES_COLUMN, _NO_WAVEFRONT
+from flashsim.trace.container import Event, TraceReader
 
-__all__ = ["SassDiff", "SassDivergence", "cmd_diff", "diff_traces", "load_trace"]
+__all__ = ["SassDiff", "SassDivergence", "diff_traces", "load_trace"]
 
 
 _BRANCHY = re.compile(r"^(BRA|BRX|BSSY|CALL|JMP|JMX|RET|BREAK|BPT|SSY|PBK|PCNT|CAL|JCAL|WARPSYNC)\b")
@@ -166,9 +168,6 @@ def record_text(r) -> str:
 
 def load_trace(path) -> _Side:
     """A trace of interpreted instructions: its name, meta (the tag table in ``.info``) and events."""
-    from flashsim.errors import TraceError
-    from flashsim.trace.container import TraceReader
-
     with TraceReader(path) as r:
         if r.meta.get("kind") != KIND:
             raise TraceError(f"{path}: not a trace of interpreted instructions (its kind is "
@@ -319,8 +318,6 @@ def diff_traces(a, b, *, context: int = 3) -> SassDiff:
 def _line_values(side: _Side, prog_of, differs: set, after: bool) -> dict:
     """Per (CTA, warp, program, file, line): the multiset of (lane, value) the traced instructions of the line
     wrote (``after``: their destinations after them) or read (their sources before them)."""
-    from collections import Counter
-
     out = defaultdict(Counter)
     for e in side.events:
         t = side.info[e.tag]
@@ -342,8 +339,6 @@ def _smem_by_line(A: _Side, B: _Side, pairs: dict, differs: set, history, contex
     """For programs whose code differs: per (CTA, warp, source line), the multiset of shared-memory accesses
     (lane, address, bytes, load/store) of A against B's; each line that differs is one divergence, at its
     first event."""
-    from collections import Counter
-
     def totals(side: _Side, prog_of):
         out, first = defaultdict(Counter), {}
         for e in side.events:
@@ -445,8 +440,6 @@ def _aligned(side: _Side, site_of, after: bool, use) -> dict:
 
 def _visit(keep, other, first: bool = False):
     """An event of a line visit standing for it: ``keep``'s registers, every event's shared-memory records."""
-    from flashsim.trace.container import Event
-
     parts = [s for s in ((other.smem, keep.smem) if first else (keep.smem, other.smem)) if s is not None]
     smem = np.concatenate(parts) if parts else None
     if smem is not None:
@@ -465,10 +458,3 @@ def _smem_diff(sa, sb):
         if sa[i] != sb[i]:
             return sa[i], sb[i]
     return (sa[n] if n < len(sa) else f"no record #{n}"), (sb[n] if n < len(sb) else f"no record #{n}")
-
-
-def cmd_diff(a, b, *, context: int = 3, cells: int = 8) -> int:
-    """``flashsim trace diff`` for traces of interpreted instructions: print, 0 clean / 1 divergence."""
-    d = diff_traces(a, b, context=context)
-    print(d.format(cells))
-    return 0 if d.clean else 1

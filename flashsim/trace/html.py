@@ -15,7 +15,9 @@ import html
 import json
 from pathlib import Path
 
+from flashsim.outputs import write_text
 from flashsim.trace import spec
+from flashsim.trace.diff import diff
 
 _COLORS = ["#9e9e9e", "#bcaaa4", "#90caf9", "#80deea", "#a5d6a7", "#c5e1a5", "#ffcc80", "#ffe082", "#f48fb1",
            "#ce93d8", "#b39ddb", "#e6ee9c", "#ffab91", "#80cbc4", "#fff59d"]
@@ -158,7 +160,6 @@ def _rows(warps: list[dict], colors: dict) -> str:
 def write_html(path, out, *, against=None) -> Path:
     """Write the page for trace ``path`` (diffed against trace ``against`` if given) to ``out`` atomically."""
     from flashsim.trace import session
-    from flashsim.trace.diff import diff
 
     run = session.load(path)
     meta = run.meta
@@ -201,7 +202,5 @@ def write_html(path, out, *, against=None) -> Path:
             .replace("__LEGEND__", legend).replace("__SUMMARY__", summary)
             .replace("__ROWS__", _rows(warps, data["colors"]))
             .replace("__DATA__", json.dumps(data, separators=(",", ":"))))
-    from flashsim.outputs import write_text
-
     out = write_text(out, page, option="-o")
     return out

@@ -23,9 +23,9 @@ from typing import Callable, Iterable
 import numpy as np
 
 from flashsim.errors import bad_argument
+from flashsim.kernels.spec import TRACE_WARPS as WARPS  # every traced kernel runs 4 warps per CTA
 from flashsim.trace import spec
 
-WARPS = 4  # every traced kernel runs 4 warps per CTA
 LANES = 32
 
 

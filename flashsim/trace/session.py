@@ -64,11 +64,12 @@ def _args(case):
 
 def source_info(kernel: str) -> dict:
     """The CUDA source file, its hash (with its includes) and the build options of the traced build."""
-    from flashsim.gpu import fa_kernels, runtime
+    from flashsim.kernels.sources import source_hash
+    from flashsim.kernels.spec import get
 
-    spec_k = fa_kernels.FA_KERNELS[kernel]
-    return {"file": f"gpu/kernels/{spec_k.file}", "source_hash": runtime.source_hash(spec_k.file),
-            "options": list(fa_kernels.build_options(kernel, trace=True))}
+    k = get(kernel)
+    return {"file": f"gpu/kernels/{k.source}", "source_hash": source_hash(k.source),
+            "options": list(k.build_options(trace=True))}
 
 
 @dataclass
@@ -94,12 +95,12 @@ def run_case(case, *, backend: str, ctas=(0,), warps=None, cap_words: int | None
             "instance_headdim": headdim, "kv_steps": steps, "grid_ctas": n_ctas, "ctas": ctas, "warps": warps,
             "inputs_sha256": inputs_digest(case), "flashsim_version": _version(), "backend": backend}
     if backend == "gpu":
-        from flashsim.gpu import runtime, trace_gpu
+        from flashsim import device
 
-        meta["device"] = runtime.device_info()
+        meta["device"] = device.device_info()
         meta["source"] = source_info(kernel)
-        t = trace_gpu.record(kernel, case.q, case.k, case.v, ctas=ctas, warps=warps, cap_words=cap_words,
-                             **case.kwargs)
+        t = device.record_trace(kernel, case.q, case.k, case.v, ctas=ctas, warps=warps, cap_words=cap_words,
+                                 **case.kwargs)
         out, lse, events = t.out, t.lse, t.events
         meta["cap_words"] = t.cap_words
     elif backend == "sim":

@@ -17,7 +17,10 @@ import numpy as np
 
 from flashsim.errors import bad_argument
 from flashsim.layout import layout as L
+from flashsim.layout.atoms import MMAAtom
 from flashsim.layout.evaluate import evaluate
+from flashsim.layout.tensor import Tensor
+from flashsim.layout.tiled import ThrCopy, ThrMMA, TiledCopy, TiledMMA
 from flashsim.viz.svg import Grid, Key, THREAD_COLORS, palette, render, thread_color
 
 MAX_CELLS = 1 << 16
@@ -165,9 +168,6 @@ def mma_svg(mma, *, window=None) -> str:
 
     A large tile is drawn as a window of C (``window`` = (m0, n0) or (m0, n0, rows, cols)), with the same
     rows of A and columns of B, and K cut to its first ``WINDOW`` when longer."""
-    from flashsim.layout.atoms import MMAAtom
-    from flashsim.layout.tiled import TiledMMA
-
     if isinstance(mma, MMAAtom):
         mma = TiledMMA(mma)
     if not isinstance(mma, TiledMMA):
@@ -203,8 +203,6 @@ def mma_svg(mma, *, window=None) -> str:
 def copy_svg(tiled, *, window=None) -> str:
     """A TiledCopy: which thread and value every element of the tile is, on the source and the destination
     (the same window of both when the tile is large)."""
-    from flashsim.layout.tiled import TiledCopy
-
     if not isinstance(tiled, TiledCopy):
         raise bad_argument("tiled_copy", tiled, "expected a TiledCopy")
     shp = tuple(int(L.size(s)) if L.is_layout(s) else int(s) for s in tiled.tiler_mn)
@@ -255,10 +253,6 @@ def picture(obj, kind: str = "auto", bits: int = 16, tile=None, window=None) -> 
     """Choose the picture for obj: a TiledCopy, an MMA, a swizzled layout, or a plain layout grid
     (``kind="tv"``: obj is a (thread, value) layout into ``tile``, by default a 1-D tile of its cosize).
     ``window`` = (row, col) or (row, col, rows, cols): the part of a large picture to draw."""
-    from flashsim.layout.atoms import MMAAtom
-    from flashsim.layout.tensor import Tensor
-    from flashsim.layout.tiled import ThrCopy, ThrMMA, TiledCopy, TiledMMA
-
     if isinstance(obj, (ThrCopy, ThrMMA)):
         obj = obj.tiled
     if isinstance(obj, Tensor):

@@ -2,8 +2,9 @@
 // written out without CuTe: every copy, ldmatrix and mma of the CuTe version is an explicit instruction here.
 //
 // Kernel traits (seed 000, hdim 128): kBlockM = 128 query rows, kBlockN = 32 keys per step, 4 warps, each warp
-// owning rows 16w + 64m + (0..15) for m = 0, 1 (TiledMMA: 4 warps along M over SM80_16x8x16, 16 x kBlockN
-// per warp and m). The hdim-64 instance uses kBlockN = 64.
+// owning rows 16w + 64m + (0..15) for m < kBlockM / 64 (TiledMMA: 4 warps along M over SM80_16x8x16, 16 x
+// kBlockN per warp and m). The hdim-64 instance uses kBlockN = 64. The tiles are template parameters: the
+// instances at the end of the file are the configurations flashsim.kernels.spec describes.
 // Tensors: q, o (batch, seqlen_q, heads, kHeadDim); k, v (batch, seqlen_k, heads_k, kHeadDim); lse
 // (batch, heads, seqlen_q) float32. Head dims below kHeadDim are zero-padded by the host, which gives the
 // shared memory the kernel with Is_even_K = false builds with its zero-filling predicated copy.
@@ -44,7 +45,7 @@
 
 namespace fa2 {
 
-constexpr int kBlockM = 128, kNThreads = 128;  // 4 warps
+constexpr int kNThreads = 128;  // 4 warps
 
 struct Params {
     const unsigned short* __restrict__ q;
@@ -88,8 +89,10 @@ __device__ __forceinline__ void copy_tile(unsigned short* s, const unsigned shor
     }
 }
 
-template <int kHeadDim, int kBlockN, bool kBF16>
+template <int kHeadDim, int kBlockM, int kBlockN, bool kBF16>
 __device__ __forceinline__ void forward(const Params& p) {
+    static_assert(kBlockM % 64 == 0 && kBlockN % 16 == 0, "4 warps of 16 rows per m-tile; 16-key slices");
+    constexpr int kMT = kBlockM / 64;     // m-tiles per warp (warp w: rows 16 w + 64 m + 0..15)
     constexpr int kNT = kBlockN / 8;      // n-tiles of S per warp and m
     constexpr int kKS = kHeadDim / 16;    // k-slices of Q K^T
     constexpr int kKP = kBlockN / 16;     // k-slices of P V
@@ -145,12 +148,12 @@ __device__ __forceinline__ void forward(const Params& p) {
     wops::cp_async_fence();
     FS_TRACE(load_k, 0, );
 
-    float acc_o[2][kDT][4];
+    float acc_o[kMT][kDT][4];
 #pragma unroll
-    for (int m = 0; m < 2; ++m)
+    for (int m = 0; m < kMT; ++m)
 #pragma unroll
         for (int n = 0; n < kDT; ++n) acc_o[m][n][0] = acc_o[m][n][1] = acc_o[m][n][2] = acc_o[m][n][3] = 0.0f;
-    float row_max[2][2], row_sum[2][2];  // [m][i]: row 16 warp + 64 m + g + 8 i
+    float row_max[kMT][2], row_sum[kMT][2];  // [m][i]: row 16 warp + 64 m + g + 8 i
 
     const int n_masking_steps = (!p.is_causal && !p.is_local) ? 1
         : (even_mn ? ceil_div(kBlockM, kBlockN) : ceil_div(kBlockM, kBlockN) + 1);
@@ -159,9 +162,9 @@ __device__ __forceinline__ void forward(const Params& p) {
     for (int step = 0; n_block >= n_block_min; ++step, --n_block) {
         const bool masking = step < n_masking_steps;
         const bool is_first = step == 0;
-        float acc_s[2][kNT][4];
+        float acc_s[kMT][kNT][4];
 #pragma unroll
-        for (int m = 0; m < 2; ++m)
+        for (int m = 0; m < kMT; ++m)
 #pragma unroll
             for (int n = 0; n < kNT; ++n) acc_s[m][n][0] = acc_s[m][n][1] = acc_s[m][n][2] = acc_s[m][n][3] = 0.0f;
         wops::cp_async_wait_all();
@@ -173,27 +176,27 @@ __device__ __forceinline__ void forward(const Params& p) {
 
 #pragma unroll
         for (int ks = 0; ks < kKS; ++ks) {
-            unsigned qf[2][4];
+            unsigned qf[kMT][4];
 #pragma unroll
-            for (int m = 0; m < 2; ++m)
+            for (int m = 0; m < kMT; ++m)
                 wops::ldmatrix_x4(qf[m], sQ + smem_off<kBlockM>(warp * 16 + m * 64 + lane % 16, ks * 16 + (lane / 16) * 8));
 #pragma unroll
             for (int n = 0; n < kNT; n += 2) {
                 unsigned kf[4];
                 wops::ldmatrix_x4(kf, sK + smem_off<kBlockN>(n * 8 + lane % 8 + (lane / 16) * 8, ks * 16 + ((lane / 8) % 2) * 8));
 #pragma unroll
-                for (int m = 0; m < 2; ++m) {
+                for (int m = 0; m < kMT; ++m) {
                     wops::mma_f32<kBF16>(acc_s[m][n], qf[m], kf[0], kf[1]);
                     wops::mma_f32<kBF16>(acc_s[m][n + 1], qf[m], kf[2], kf[3]);
                 }
             }
         }
 
-        FS_TRACE(mma_qk, 2 * kNT * 4, FS_PUT(acc_s));
+        FS_TRACE(mma_qk, kMT * kNT * 4, FS_PUT(acc_s));
 
         if (p.softcap > 0.0f) {
 #pragma unroll
-            for (int m = 0; m < 2; ++m)
+            for (int m = 0; m < kMT; ++m)
 #pragma unroll
                 for (int n = 0; n < kNT; ++n)
 #pragma unroll
@@ -201,7 +204,7 @@ __device__ __forceinline__ void forward(const Params& p) {
         }
         if ((masking && (p.is_causal || p.is_local || !even_mn)) || (!masking && p.is_local)) {
 #pragma unroll
-            for (int m = 0; m < 2; ++m) {
+            for (int m = 0; m < kMT; ++m) {
 #pragma unroll
                 for (int i = 0; i < 2; ++i) {
                     const int row = row_base + m * 64 + i * 8;
@@ -224,7 +227,7 @@ __device__ __forceinline__ void forward(const Params& p) {
             }
         }
 
-        FS_TRACE(mask, 2 * kNT * 4, FS_PUT(acc_s));
+        FS_TRACE(mask, kMT * kNT * 4, FS_PUT(acc_s));
 
         wops::cp_async_wait_all();
         __syncthreads();
@@ -236,7 +239,7 @@ __device__ __forceinline__ void forward(const Params& p) {
 
         const bool check_inf = masking ? (p.is_causal || p.is_local) : p.is_local;
 #pragma unroll
-        for (int m = 0; m < 2; ++m) {
+        for (int m = 0; m < kMT; ++m) {
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
                 const float prev = row_max[m][i];
@@ -277,13 +280,13 @@ __device__ __forceinline__ void forward(const Params& p) {
             }
         }
 
-        FS_TRACE(softmax, 8 + 2 * kNT * 4 + 2 * kDT * 4, FS_PUT(row_max); FS_PUT(row_sum); FS_PUT(acc_s); FS_PUT(acc_o));
+        FS_TRACE(softmax, 4 * kMT + kMT * kNT * 4 + kMT * kDT * 4, FS_PUT(row_max); FS_PUT(row_sum); FS_PUT(acc_s); FS_PUT(acc_o));
 
 #pragma unroll
         for (int ks = 0; ks < kKP; ++ks) {
-            unsigned pf[2][4];
+            unsigned pf[kMT][4];
 #pragma unroll
-            for (int m = 0; m < 2; ++m) {
+            for (int m = 0; m < kMT; ++m) {
                 pf[m][0] = wops::cvt_pair<kBF16>(acc_s[m][2 * ks][0], acc_s[m][2 * ks][1]);
                 pf[m][1] = wops::cvt_pair<kBF16>(acc_s[m][2 * ks][2], acc_s[m][2 * ks][3]);
                 pf[m][2] = wops::cvt_pair<kBF16>(acc_s[m][2 * ks + 1][0], acc_s[m][2 * ks + 1][1]);
@@ -294,19 +297,19 @@ __device__ __forceinline__ void forward(const Params& p) {
                 unsigned vf[4];
                 wops::ldmatrix_x4_trans(vf, sV + smem_off<kBlockN>(ks * 16 + lane % 16, n * 8 + (lane / 16) * 8));
 #pragma unroll
-                for (int m = 0; m < 2; ++m) {
+                for (int m = 0; m < kMT; ++m) {
                     wops::mma_f32<kBF16>(acc_o[m][n], pf[m], vf[0], vf[1]);
                     wops::mma_f32<kBF16>(acc_o[m][n + 1], pf[m], vf[2], vf[3]);
                 }
             }
         }
-        FS_TRACE(mma_pv, 2 * kDT * 4, FS_PUT(acc_o));
+        FS_TRACE(mma_pv, kMT * kDT * 4, FS_PUT(acc_o));
     }
 
     // Epilogue: normalize_softmax_lse, then O through sO (= sQ) to GMEM.
-    float lse[2][2];
+    float lse[kMT][2];
 #pragma unroll
-    for (int m = 0; m < 2; ++m) {
+    for (int m = 0; m < kMT; ++m) {
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
             float sum = row_sum[m][i];
@@ -322,10 +325,10 @@ __device__ __forceinline__ void forward(const Params& p) {
             }
         }
     }
-    FS_TRACE(normalize, 4 + 2 * kDT * 4, FS_PUT(lse); FS_PUT(acc_o));
+    FS_TRACE(normalize, 2 * kMT + kMT * kDT * 4, FS_PUT(lse); FS_PUT(acc_o));
 
 #pragma unroll
-    for (int m = 0; m < 2; ++m) {
+    for (int m = 0; m < kMT; ++m) {
 #pragma unroll
         for (int n = 0; n < kDT; ++n) {
             const int r = warp * 16 + m * 64 + g, c = n * 8 + 2 * t;
@@ -335,7 +338,7 @@ __device__ __forceinline__ void forward(const Params& p) {
     }
     if (t == 0) {
 #pragma unroll
-        for (int m = 0; m < 2; ++m)
+        for (int m = 0; m < kMT; ++m)
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
                 const int r = warp * 16 + m * 64 + g + 8 * i;
@@ -358,7 +361,7 @@ __device__ __forceinline__ void forward(const Params& p) {
 }  // namespace fa2
 
 // Scalars are passed one by one (cupy's RawKernel takes no structs).
-#define FA2_KERNEL(name, hdim, block_n, bf16)                                                                   \
+#define FA2_KERNEL(name, hdim, block_m, block_n, bf16)                                                         \
     extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
     name(const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* o,          \
          float* lse, int seqlen_q, int seqlen_k, int heads, int heads_k, float scale_softmax,                  \
@@ -366,10 +369,17 @@ __device__ __forceinline__ void forward(const Params& p) {
          int is_local) {                                                                                        \
         const fa2::Params p{q, k, v, o, lse, seqlen_q, seqlen_k, heads, heads_k, scale_softmax,                 \
                             scale_softmax_log2, softcap, window_left, window_right, is_causal, is_local};      \
-        fa2::forward<hdim, block_n, bf16>(p);                                                                   \
+        fa2::forward<hdim, block_m, block_n, bf16>(p);                                                          \
     }
 
-FA2_KERNEL(fa2_hdim128_f16, 128, 32, false)
-FA2_KERNEL(fa2_hdim128_bf16, 128, 32, true)
-FA2_KERNEL(fa2_hdim64_f16, 64, 64, false)
-FA2_KERNEL(fa2_hdim64_bf16, 64, 64, true)
+// The configurations (flashsim.kernels.spec): "fa2", seed 000's tiles (hdim 128: 128 x 32, hdim 64: 128 x 64)
+FA2_KERNEL(fa2_hdim128_f16, 128, 128, 32, false)
+FA2_KERNEL(fa2_hdim128_bf16, 128, 128, 32, true)
+FA2_KERNEL(fa2_hdim64_f16, 64, 128, 64, false)
+FA2_KERNEL(fa2_hdim64_bf16, 64, 128, 64, true)
+// "fa2_sm8x", the tiles flash-attn's sm8x traits choose for causal attention (hdim 128: 64 x 64, one m-tile
+// per warp; hdim 64: 128 x 64)
+FA2_KERNEL(fa2_sm8x_hdim128_f16, 128, 64, 64, false)
+FA2_KERNEL(fa2_sm8x_hdim128_bf16, 128, 64, 64, true)
+FA2_KERNEL(fa2_sm8x_hdim64_f16, 64, 128, 64, false)
+FA2_KERNEL(fa2_sm8x_hdim64_bf16, 64, 128, 64, true)

@@ -1,21 +1,24 @@
 """``flashsim fragment | ldmatrix | banks``: debug a fragment mapping, an ldmatrix address expression or
 the banks of a plain ld/st/cp.async, without a GPU. ``add_parsers(subparsers)`` registers the three
-subcommands on the main parser (flashsim/cli.py); each handler returns the exit status.
+subcommands on the main parser (flashsim/cli/__init__.py); each handler returns the exit status.
 """
 
 from __future__ import annotations
-
-from flashsim.options import positive_int
 
 import argparse
 
 import numpy as np
 
-from flashsim.errors import FlashsimError, bad_argument
+from flashsim.errors import bad_argument
+from flashsim.options import positive_int
+from flashsim.outputs import write_text
 from flashsim.smem import PHASES, MODELS, SharedMemory, bank_table, cp_async_table, wavefronts
 from flashsim.swizzle import parse_swizzle
+from flashsim.viz.banks import bank_map_svg
+from flashsim.viz.fragments import fragment_svg
 from flashsim.warp.expr import evaluate, parse_defines
 from flashsim.warp.fragments import INSTRUCTIONS, fragment
+from flashsim.warp.matrix import ldmatrix, ldmatrix_op
 
 __all__ = ["add_parsers", "cmd_banks", "cmd_fragment", "cmd_ldmatrix", "lane_addresses"]
 
@@ -86,8 +89,6 @@ def _bank_report(table: list[dict], wf: int, ideal: int, phases: bool = True) ->
 
 
 def _write_svg(path: str, text: str) -> None:
-    from flashsim.outputs import write_text
-
     print(f"wrote {write_text(path, text, option='--svg')}")
 
 
@@ -108,8 +109,6 @@ def cmd_fragment(args) -> int:
                          f"{frag.coords(t, v // frag.elems, v % frag.elems)[1]})" for v in range(nv)] for t in range(32)]
     print(_table(inv, ["lane"] + [f"V{v}" for v in range(nv)]))
     if args.svg:
-        from flashsim.viz.fragments import fragment_svg
-
         _write_svg(args.svg, fragment_svg(frag))
     return 0
 
@@ -118,8 +117,6 @@ def cmd_fragment(args) -> int:
 
 
 def cmd_ldmatrix(args) -> int:
-    from flashsim.warp.matrix import ldmatrix, ldmatrix_op
-
     num = args.num
     logical, phys, desc = lane_addresses(args.addr, args.define, args.swizzle, args.elem_bytes, args.base)
     op = ldmatrix_op(num, args.trans)
@@ -165,8 +162,6 @@ def cmd_ldmatrix(args) -> int:
     print("\nbanks (one phase per 8x8 matrix):")
     print("\n".join(_bank_report(table, int(wf), int(ideal))))
     if args.svg:
-        from flashsim.viz.banks import bank_map_svg
-
         _write_svg(args.svg, bank_map_svg(table, title=f"{op}: bank map", caption=desc, wavefronts=int(wf),
                                           ideal=int(ideal)))
     return 0
@@ -232,8 +227,6 @@ def cmd_banks(args) -> int:
                           "wavefronts)")
     print("\n".join(lines))
     if args.svg:
-        from flashsim.viz.banks import bank_map_svg
-
         _write_svg(args.svg, bank_map_svg(table, title=f"{name} {args.width}-bit: bank map", caption=desc,
                                           wavefronts=int(wf), ideal=int(ideal)))
     return 0
@@ -312,20 +305,3 @@ def add_parsers(subparsers) -> None:
     _add_addr_options(bk, elem_default=1)
     bk.set_defaults(func=cmd_banks)
 
-
-def main(argv=None) -> int:
-    """Stand-alone entry (``python -m flashsim.warp.cli ...``) until flashsim/cli.py wires these in."""
-    import sys
-
-    p = argparse.ArgumentParser(prog="flashsim")
-    add_parsers(p.add_subparsers(dest="command", required=True))
-    args = p.parse_args(argv)
-    try:
-        return args.func(args)
-    except FlashsimError as e:
-        print(f"flashsim: error: {e}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,16 +1,17 @@
-"""flashsim command line: the FlashAttention kernels checked end to end, what is modelled and verified, replaying
-GPU golden data on the CPU, your own kernel on the CPU, per-warp traces, and the warp/layout debugging tools."""
+"""``flashsim info`` (what is modelled and how each part was shown on hardware) and ``flashsim verify`` (the
+committed GPU golden data replayed on the CPU simulator)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
-import sys
 from pathlib import Path
 
-from flashsim import __version__
-from flashsim.errors import FlashsimError
+from flashsim import __version__, golden, validation
+from flashsim.kernels import TWINS
+from flashsim.sass import evidence, opcodes
+
+__all__ = ["add_parsers", "cmd_info", "cmd_verify", "families"]
 
 
 def _table(rows, headers) -> str:
@@ -26,7 +27,7 @@ def _table(rows, headers) -> str:
 
 def _traces_dir() -> Path | None:
     """The GPU evidence: ./traces when it holds it, else the repository's copy beside the package."""
-    for d in (Path("traces"), Path(__file__).resolve().parents[1] / "traces"):
+    for d in (Path("traces"), Path(__file__).resolve().parents[2] / "traces"):
         if (d / "fa").is_dir() or (d / "warp").is_dir():
             return d
     return None
@@ -62,9 +63,7 @@ def _numeric_family(ptx: str) -> str:
 
 def _numeric_families(rows) -> list[tuple[str, str, str, str]]:
     """One row per family of the numeric instructions, from the validation records (flashsim/data)."""
-    from flashsim.validation import records
-
-    recs = {(r["instruction"], r["arch"]): r for r in records()}
+    recs = {(r["instruction"], r["arch"]): r for r in validation.records()}
     fams: dict[str, list] = {}
     for ptx, arch, _sass, _status in rows:
         if arch == "sm_90":
@@ -88,9 +87,7 @@ def _numeric_families(rows) -> list[tuple[str, str, str, str]]:
 
 def _sass_forms(ops: tuple[str, ...]) -> tuple[int, int]:
     """(kernel problems, probe lanes) in which the H100 comparisons of the SASS interpreter ran these opcodes."""
-    from flashsim.sass.evidence import load
-
-    forms = [r for f, r in load().get("forms", {}).items() if f.split(".")[0] in ops]
+    forms = [r for f, r in evidence.load().get("forms", {}).items() if f.split(".")[0] in ops]
     return max((r["problems"] for r in forms), default=0), sum(r["probe_cases"] for r in forms)
 
 
@@ -107,9 +104,7 @@ def _warp_log(traces: Path | None) -> tuple[str, str] | None:
 
 
 def _warp_families(traces: Path | None) -> list[tuple[str, str, str, str]]:
-    from flashsim.sass.evidence import load
-
-    prov = load().get("provenance", {})
+    prov = evidence.load().get("provenance", {})
     sass_where = f"{prov.get('gpu', 'GPU')}, {prov.get('date', '')}".rstrip(", ")
     log = _warp_log(traces)
     test = ("pytest --gpu of tests/test_warp_gpu.py bit for bit (traces/warp/pytest_gpu.log)" if log else
@@ -159,12 +154,9 @@ def _smem_families(traces: Path | None) -> list[tuple[str, str, str, str]]:
 
 
 def _kernel_families(traces: Path | None) -> list[tuple[str, str, str, str]]:
-    from flashsim.kernels import TWINS
-    from flashsim.sass.evidence import load
-
     fa = _read_json(traces / "fa" / "fa_report.json") if traces else None
     sass = _read_json(traces / "sass" / "sass_report.json") if traces else None
-    ev = load()
+    ev = evidence.load()
     prov = ev.get("provenance", {})
     rows = []
     for k in TWINS:
@@ -192,31 +184,19 @@ def _kernel_families(traces: Path | None) -> list[tuple[str, str, str, str]]:
 
 def families() -> list[tuple[str, str, str, str]]:
     """(family, module, GPU and date it was shown on, evidence) of every modelled instruction family and kernel."""
-    from flashsim.sass import opcodes
-    from flashsim.sass.evidence import load
-    from flashsim.validation import status_table
-
     traces = _traces_dir()
-    prov = load().get("provenance", {})
+    prov = evidence.load().get("provenance", {})
     n_ops = len(opcodes.table())
-    shown = sum(1 for r in _sass_rows() if r[2].startswith("bit-exact"))
-    return (_numeric_families(status_table()) + _warp_families(traces) + _smem_families(traces)
+    shown = sum(1 for r in evidence.rows() if r[2].startswith("bit-exact"))
+    return (_numeric_families(validation.status_table()) + _warp_families(traces) + _smem_families(traces)
             + _kernel_families(traces)
             + [(f"SASS opcodes ({n_ops} with a semantic)", "flashsim.sass, flashsim.cuda",
                 f"{prov.get('gpu', 'GPU')}, {prov.get('date', '')}",
                 f"{shown} of {n_ops} ran bit-exact in whole kernels or per-opcode probes (table below)")])
 
 
-def _sass_rows():
-    from flashsim.sass.evidence import rows
-
-    return rows()
-
-
 def cmd_info(args) -> int:
-    from flashsim.validation import status_table
-
-    rows = status_table()
+    rows = validation.status_table()
     if args.arch:
         rows = [r for r in rows if r[1] == args.arch]
     print(f"flashsim {__version__}: what is modelled and how it was shown on hardware\n")
@@ -229,16 +209,14 @@ def cmd_info(args) -> int:
     if args.arch in (None, "sm_90"):
         print("\nSASS interpreter (flashsim.cuda): every opcode with a semantic, and what the H100 showed of "
               "each instruction form\n")
-        print(_table(_sass_rows(), ("opcode", "family", "evidence")))
+        print(_table(evidence.rows(), ("opcode", "family", "evidence")))
     return 0
 
 
 def cmd_verify(args) -> int:
-    from flashsim.golden import default_dir, replay_all
-
     if args.golden is None:
-        args.golden = default_dir()
-    results = replay_all(args.golden)
+        args.golden = golden.default_dir()
+    results = golden.replay_all(args.golden)
     rows = [(r.instruction, f"{r.cases:,}", r.mismatches, Path(r.source).name) for r in results]
     print(f"Replaying GPU golden data from {args.golden} on the CPU simulator\n")
     print(_table(rows, ("instruction", "cases", "mismatches", "file")))
@@ -253,47 +231,8 @@ def cmd_verify(args) -> int:
     return 1 if bad else 0
 
 
-# ----------------------------------------------------------------------------------------------------
-# The parser
-# ----------------------------------------------------------------------------------------------------
-
-_MARKUP = [(re.compile(r":[a-z]+:`~?([^`]+)`"), r"\1"),  # :class:`x`, :func:`~a.b`
-           (re.compile(r"``([^`]+)``"), r"\1"),            # ``literal``
-           (re.compile(r"`([^`]+)`"), r"\1")]              # `x`
-
-
-def plain(text):
-    """Help text without reStructuredText markup (``literal``, :class:`x`, `x`)."""
-    if not isinstance(text, str):
-        return text
-    for pat, rep in _MARKUP:
-        text = pat.sub(rep, text)
-    return text
-
-
-def parsers(parser: argparse.ArgumentParser):
-    """Every parser of the tree, depth first: the top level, each subcommand, each sub-subcommand."""
-    yield parser
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in dict.fromkeys(action.choices.values()):
-                yield from parsers(sub)
-
-
-def _plain_help(parser: argparse.ArgumentParser) -> None:
-    for p in parsers(parser):
-        p.description, p.epilog = plain(p.description), plain(p.epilog)
-        for action in p._actions:
-            action.help = plain(action.help)
-            if isinstance(action, argparse._SubParsersAction):
-                for choice in action._choices_actions:
-                    choice.help = plain(choice.help)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="flashsim", description=__doc__)
-    p.add_argument("--version", action="version", version=f"flashsim {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def add_parsers(sub) -> None:
+    """Register ``info`` and ``verify`` on the top-level subparsers object."""
     info = sub.add_parser("info", help="list what is modelled (instruction families, every instruction form, the "
                                        "FA kernels, SASS opcodes) and how each was verified on hardware",
                           description="List every modelled instruction family and FlashAttention kernel with the "
@@ -311,56 +250,3 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--golden", type=Path, default=None, metavar="DIR",
                      help="folder of golden .npz files (default: ./traces/numerics, else the repository's)")
     ver.set_defaults(func=cmd_verify)
-    from flashsim.check import add_parser as add_check_parser
-
-    add_check_parser(sub)
-    from flashsim.run import add_parser as add_run_parser
-
-    add_run_parser(sub)
-    from flashsim.trace.cli import add_parser as add_trace_parser
-
-    add_trace_parser(sub)
-    from flashsim.warp.cli import add_parsers as add_warp_parsers
-
-    add_warp_parsers(sub)
-    try:
-        from flashsim.layout.cli import add_parser as add_layout_parser
-    except ImportError:  # pragma: no cover - the layout package is optional while it is being built
-        add_layout_parser = None
-    if add_layout_parser is not None:
-        add_layout_parser(sub)
-    _plain_help(p)
-    return p
-
-
-def main(argv=None) -> int:
-    """Run a subcommand; every failure it meets ends as one line ``flashsim: error: ...`` (exit 2), Ctrl-C
-    as ``interrupted`` (exit 130): never a Python traceback."""
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # output piped into head & co.: stop quietly
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except NotImplementedError as e:
-        return _fail(f"not modelled: {e}")
-    except MemoryError:
-        return _fail("out of memory: the request is too large for this machine (use smaller shapes)")
-    except RecursionError:
-        return _fail("the expression is nested too deeply to evaluate")
-    except (FlashsimError, OSError, ValueError) as e:
-        return _fail(str(e))
-
-
-def _fail(message: str) -> int:
-    print(f"flashsim: error: {message}", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +15,9 @@ from flashsim.layout import layout as L
 from flashsim.layout.atoms import dtype as _dtype
 from flashsim.layout.evaluate import evaluate
 from flashsim.layout.expr import cute_str, evaluate_expression
+from flashsim.outputs import write_text
+from flashsim.smem import wavefronts
+from flashsim.viz.layout import picture
 
 MAX_TABLE = 1 << 16
 PICTURES = ("auto", "grid", "tv", "swizzle", "copy", "mma")
@@ -32,8 +35,6 @@ Integers written _8, S(8) or Int<8> are static (printed _8); plain 8 is dynamic.
 
 def add_parser(subparsers):
     """Register ``layout`` on an argparse subparsers object; the handler is ``args.func``."""
-    import argparse
-
     p = subparsers.add_parser(
         "layout", help="evaluate a CuTe layout expression; print it exactly as CuTe does; draw it as SVG",
         description=__doc__.split("\n")[0], epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -63,19 +64,11 @@ def cmd_layout(args) -> int:
             raise bad_argument("EXPR", str(lay), f"too large for --print-layout (more than {MAX_TABLE} elements)")
         print(L.print_layout(lay), end="")
     if args.svg:
-        from flashsim.viz.layout import picture
-
         svg = picture(obj, args.picture, bits, tile=_parse_tile(args.tile))
-        from flashsim.outputs import write_text
-
         write_text(args.svg, svg, option="--svg")
         print(f"wrote {args.svg}")
     if args.banks:
-        try:
-            rows = ldmatrix_bank_report(_as_layout(obj), bits)
-        except NotImplementedError as e:
-            print(f"flashsim: error: {e}", file=sys.stderr)
-            return 2
+        rows = ldmatrix_bank_report(_as_layout(obj), bits)
         total_wf = sum(r[3] for r in rows)
         ideal = len(rows)
         print(f"ldmatrix (.m8n8 x1) reads of {args.dtype} rows, 8 rows x 16 bytes per matrix:")
@@ -107,20 +100,9 @@ def ldmatrix_bank_report(layout, bits: int = 16):
     """Wavefronts of ldmatrix reads of a rank-2 (row, col) shared-memory layout of ``bits``-wide elements:
     rows 8 at a time, 16 bytes per row, one 8x8 matrix per phase. Returns [(row0, col0, col1, wavefronts)].
 
-    The counting is the bank accountant's (flashsim.smem: ``ldmatrix_wavefronts`` when it exists, else
-    ``wavefronts(..., op="ldsm")``); this only forms the 8 row addresses of each matrix from the layout.
+    The counting is the bank accountant's (:func:`flashsim.smem.wavefronts` with ``op="ldsm"``, one .x1
+    instruction per matrix); this only forms the 8 row addresses of each matrix from the layout.
     """
-    import importlib
-
-    try:
-        smem = importlib.import_module("flashsim.smem")
-    except ImportError:
-        smem = None
-    count = getattr(smem, "ldmatrix_wavefronts", None)
-    if count is None and not hasattr(smem, "wavefronts"):
-        raise NotImplementedError(
-            "--banks counts wavefronts with the shared-memory bank accountant, which needs flashsim.smem "
-            "(ldmatrix_wavefronts); it is not available in this build")
     if int(L.rank(layout)) != 2:
         raise bad_argument("layout", str(layout), "--banks needs a rank-2 (row, column) layout")
     M, N = int(L.size(layout, 0)), int(L.size(layout, 1))
@@ -142,11 +124,7 @@ def ldmatrix_bank_report(layout, bits: int = 16):
                                    "addresses must be 16-byte aligned")
             blocks.append((r0, c0, c0 + per_row - 1))
             rows.append(addrs)
-    if count is not None:
-        wfs = [int(np.asarray(count(a)).sum()) for a in rows]
-    else:  # one .x1 instruction per matrix: lanes 0..7 give its row addresses
-        addr = np.zeros((len(rows), 32), np.int64)
-        addr[:, :8] = np.stack(rows)
-        wf, _ideal = smem.wavefronts(addr, op="ldsm", num=1)
-        wfs = [int(w) for w in wf]
-    return [(r0, c0, c1, w) for (r0, c0, c1), w in zip(blocks, wfs)]
+    addr = np.zeros((len(rows), 32), np.int64)  # one .x1 instruction per matrix: lanes 0..7 give its rows
+    addr[:, :8] = np.stack(rows)
+    wf, _ideal = wavefronts(addr, op="ldsm", num=1)
+    return [(r0, c0, c1, int(w)) for (r0, c0, c1), w in zip(blocks, wf)]

@@ -237,6 +237,7 @@ def _cases() -> dict[str, Case]:
         _fa_case("kernel1", "kernel1", 1, 128, 128, 2, 128, "float16", 3),
         _fa_case("fa2", "fa2", 1, 256, 256, 1, 128, "float16", 4),
         _fa_case("fa2_causal_bf16", "fa2", 1, 200, 200, 1, 64, "bfloat16", 5, causal=True),
+        _fa_case("fa2_sm8x_causal", "fa2_sm8x", 1, 200, 200, 1, 128, "bfloat16", 9, causal=True),
         _extra_case("attn_regs", "attn_regs", 6, seqlens_q=100, seqlens_k=130, headdim=64, dtype="float16",
                     causal=True),
         _extra_case("attn_spill", "attn_spill", 7, seqlens_q=130, seqlens_k=70, headdim=64, dtype="float16"),

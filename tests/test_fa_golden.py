@@ -10,8 +10,6 @@ import pytest
 from flashsim.kernels import problems, run_twin
 
 GOLDEN = Path(__file__).resolve().parents[1] / "traces" / "fa" / "golden_fa.npz"
-#: kernels registered after the golden data was recorded (python -m flashsim.gpu.validate_fa --install records them)
-NOT_YET_RECORDED = {"fa2_sm8x"}
 
 
 def _cases():
@@ -32,7 +30,7 @@ def golden():
 
 def test_golden_covers_every_kernel(golden):
     kernels = {json.loads(str(golden[k]))["kernel"] for k in golden if k.endswith("/params")}
-    assert kernels == set(problems.KERNELS) - NOT_YET_RECORDED
+    assert kernels == set(problems.KERNELS)
     prov = json.loads(str(golden["provenance"]))
     assert prov["compute_capability"] == "9.0"
 

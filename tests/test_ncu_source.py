@@ -501,6 +501,10 @@ KNOWN_DIFFERENCES: set[tuple[str, int]] = {("probe_ldgsts_random", pc) for pc in
     0x02c0, 0x05e0, 0x0a60, 0x0d60, 0x15e0, 0x1a80, 0x1e60, 0x1f20, 0x1fe0, 0x2180,
 )} | {("probe_ldgsts_random4", pc) for pc in (
     0x0420, 0x08c0, 0x15e0, 0x16a0, 0x1fe0, 0x2300, 0x2620,
+)} | {("fa2_sm8x_causal", pc) for pc in (
+    # fa2's 64 x 64 configuration: three zero-filling copies guarded by @!P0 (the predicate the rule reads
+    # differently, README "P0"), where the interpreter counts 176, 56, 240 wavefronts against 112, 52, 224
+    0x1730, 0x17c0, 0x4de0,
 )}
 
 

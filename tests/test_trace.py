@@ -17,8 +17,6 @@ from flashsim.trace.record import Recorder, RegEvent
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "traces" / "warp"
-#: kernels registered after the golden traces were recorded (python -m flashsim.gpu.record_traces records them)
-NOT_YET_RECORDED = {"fa2_sm8x"}
 
 SMALL = {  # one small problem per kernel (2 CTAs where the kernel's grid allows)
     "fa2": dict(kernel="fa2", seed=3, heads=2, heads_k=1, seqlen_q=130, seqlen_k=70, headdim=72, causal=True,
@@ -223,7 +221,7 @@ def test_golden_traces_cover_every_kernel():
     names = {p.stem for p in _golden()}
     assert names == set(CASES), "record them with python -m flashsim.gpu.record_traces on a GPU"
     kernels = {session.load(p).meta["kernel"] for p in _golden()}
-    assert kernels == set(spec.KERNELS) - NOT_YET_RECORDED
+    assert kernels == set(spec.KERNELS)
 
 
 @pytest.mark.parametrize("path", _golden(), ids=lambda p: p.stem)

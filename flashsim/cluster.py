@@ -51,9 +51,8 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from flashsim.errors import FlashsimError, bad_argument, location
-from flashsim.options import positive_int
 
-__all__ = ["Cancelled", "Cluster", "ClusterError", "DaskNotInstalled", "current", "note", "using"]
+__all__ = ["Cancelled", "Cluster", "ClusterError", "DaskNotInstalled", "current", "note", "require_dask", "using"]
 
 INSTALL = 'pip install "flashsim[dask]"'
 #: seconds between two looks at the tasks (and two progress reports) in the calling process
@@ -82,7 +81,8 @@ class DaskNotInstalled(FlashsimError, ImportError):
     """A cluster was asked for and Dask's distributed scheduler is not installed."""
 
 
-def _distributed():
+def require_dask():
+    """``dask.distributed``, or :class:`DaskNotInstalled` naming the extra to install."""
     try:
         import distributed
     except ImportError:
@@ -156,7 +156,7 @@ class Cluster:
         """Start the local cluster or connect to the scheduler (done on first use)."""
         if self._client is not None:
             return self
-        distributed = _distributed()
+        distributed = require_dask()
         if self.scheduler is not None:
             try:
                 self._client = distributed.Client(self.scheduler, set_as_default=False, timeout=CONNECT_TIMEOUT)
@@ -260,7 +260,7 @@ class Cluster:
         step, steps)`` reports progress within a batch and raises Cancelled once the run was cancelled. A
         FlashsimError or NotImplementedError raised by ``fn`` is raised here (in order when ``ordered``). Any
         exception here (Ctrl-C, one from ``on_result`` or ``progress``) cancels the tasks and is raised again."""
-        distributed = _distributed()
+        distributed = require_dask()
         client = self.client
         run = uuid.uuid4().hex[:12]
         topic, stop_name = f"flashsim-progress-{run}", f"flashsim-stop-{run}"
@@ -425,30 +425,3 @@ def _task(fn: Callable, shared: tuple, idx: np.ndarray, batch: int, topic: str, 
     except (FlashsimError, NotImplementedError) as exc:
         exc.__traceback__ = None
         return "error", _portable(exc)
-
-
-# ----------------------------------------------------------------------------------------------------
-# Command line
-# ----------------------------------------------------------------------------------------------------
-
-
-def add_arguments(p) -> None:
-    """``--workers N`` and ``--scheduler ADDR``, the options of every command that runs CTA batches."""
-    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
-                   help="run the CTA batches on a local Dask cluster of N worker processes on this machine "
-                        f"(default: threads of this process; needs {INSTALL})")
-    p.add_argument("--scheduler", default=None, metavar="ADDR",
-                   help="run the CTA batches on the running Dask cluster whose scheduler is at ADDR "
-                        "(tcp://HOST:PORT; its workers need flashsim installed; default: none)")
-
-
-def from_args(args, notify: Callable[[str], None] | None = None):
-    """The cluster ``--workers`` / ``--scheduler`` ask for (a context manager), or a null context."""
-    workers, scheduler = getattr(args, "workers", None), getattr(args, "scheduler", None)
-    if workers is not None and scheduler is not None:
-        raise bad_argument("--scheduler", scheduler, "give --workers (a local cluster) or --scheduler (a running "
-                                                     "one), not both")
-    if workers is None and scheduler is None:
-        return contextlib.nullcontext()
-    _distributed()  # a missing extra is said before any work
-    return Cluster(workers, scheduler=scheduler, notify=notify)

@@ -93,7 +93,7 @@ def _int_type(minimum: int, what: str):
 
 
 #: the attention problem that ``flashsim check`` and ``flashsim trace record`` run unless told otherwise (the one
-#: place that defines it; flashsim.check.add_problem_arguments turns it into options)
+#: place that defines it; flashsim.cli.arguments.add_problem_arguments turns it into options)
 PROBLEM_DEFAULTS = {"batch": 1, "heads": 2, "seqlen": 256, "headdim": 128, "dtype": "float16", "seed": 0}
 
 

@@ -143,3 +143,17 @@ def fa_cases(kernel: str):
         return make_case(draw_params(lambda name, options: draw(st.sampled_from(list(options))), kernel))
 
     return _case()
+
+
+def extra_cases(kernel: str, **fixed):
+    """Random problems for the interpreter's extra kernels (``flashsim.kernels.extra``: attn_regs, attn_spill,
+    attn_varlen), drawn through the same ``pick`` interface as :func:`fa_cases`, so a failing one shrinks
+    toward few, short sequences; ``fixed`` (max_seqlen, dtype, headdim, causal) as ``extra.draw_params``."""
+    from flashsim.kernels.extra import draw_params, make_problem
+
+    @st.composite
+    def _case(draw):
+        params = draw_params(lambda name, options: draw(st.sampled_from(list(options)), label=name), kernel, **fixed)
+        return make_problem(kernel, draw(st.integers(0, 2**16 - 1), label="seed"), **params)
+
+    return _case()

@@ -10,7 +10,8 @@
 # traces: the golden per-warp traces (traces/warp) and the traced-GPU-vs-twin tests; bench_trace: the cost
 # of tracing on the GPU. sass_env: the toolchain the interpreter finds there; sass_validate: the four FA
 # kernels on the GPU (running the interpreter's own cubins) against the interpreter and the twins;
-# sass_probes: per-opcode probes, GPU vs interpreter; sass_attn: the extra attention kernels; sass_pytest:
+# sass_probes: per-opcode probes, GPU vs interpreter; mbarrier: the mbarrier / bulk-copy / elect / setmaxnreg
+# probes and the warp-specialised pipeline (sm_90a), recorded for traces/sass; sass_attn: the extra attention kernels; sass_pytest:
 # pytest --gpu on the interpreter's test files; ncu_source: the interpreter's per-instruction bank counters
 # against Nsight Compute's source counters; diagnostics: planted races, faults and uninitialised reads
 # against compute-sanitizer; golden_user: pytest --gpu --update-golden of flashsim.testing's own test
@@ -48,6 +49,7 @@ PY
     sass_validate) timeout 420 python -m flashsim.gpu.validate_sass --out "$R/sass_validate" --examples ${SASS_EXAMPLES:-200} \
                      --workers ${SASS_WORKERS:-14} > "$R/sass_validate.log" 2>&1 ;;
     sass_probes) timeout 300 python -m flashsim.gpu.sass_probes --out "$R/sass_probes" > "$R/sass_probes.log" 2>&1 ;;
+    mbarrier) timeout 400 python -m flashsim.gpu.validate_mbarrier --out "$R/mbarrier" --record > "$R/mbarrier.log" 2>&1 ;;
     sass_attn) timeout 300 python -m flashsim.gpu.attn_extra --out "$R/sass_attn" > "$R/sass_attn.log" 2>&1 ;;
     sass_pytest) timeout 400 python -m pytest --gpu -q -p no:cacheprovider -rs -n ${SASS_PYTEST_WORKERS:-8} \
                    ${SASS_PYTEST_FILES:-tests/test_cuda_interp.py tests/test_sass_*.py} > "$R/sass_pytest.log" 2>&1 ;;

@@ -42,6 +42,7 @@ from flashsim.cuda.memory import device_memory
 from flashsim.errors import GpuUnavailable, location
 from flashsim.gpu import runtime
 from flashsim.gpu.runtime import KERNELS_DIR
+from flashsim.kernels.spec import get
 from flashsim.sass import opcodes  # noqa: F401  (registers every semantic)
 from flashsim.sass.program import SEMANTICS
 from flashsim.sass.toolchain import nvjitlink_version, nvrtc_version
@@ -103,8 +104,12 @@ def _mma_args(rng):
             rng.standard_normal(128).astype(np.float16), np.float32(0.75), np.float32(0.125)]
 
 
+#: fa2's source file and build options, as the kernel registry gives them
+_FA2_SPEC = get("fa2")
+
+
 def _fa2_module():
-    return runtime.interpreted_module("fa2.cu", options=("--use_fast_math",))
+    return runtime.interpreted_module(_FA2_SPEC.source, options=_FA2_SPEC.build_options())
 
 
 def _fa2_args(rng):
@@ -134,7 +139,7 @@ CASES = (
 )
 #: a whole FlashAttention-2 kernel (fast math, cp.async, ldmatrix, mma, shuffles): slower, so the device
 #: check runs it and the CPU tests leave it out
-FA2 = Case("fa2_hdim64_f16", "gpu/kernels/fa2.cu", "fa2_hdim64_f16", (1, 1, 1), (128,), _fa2_args,
+FA2 = Case("fa2_hdim64_f16", f"gpu/kernels/{_FA2_SPEC.source}", "fa2_hdim64_f16", (1, 1, 1), (128,), _fa2_args,
            (((0, 0, 0), (37, 0, 0)), ((0, 0, 0), (126, 0, 0))), shared_mem=32768, module=_fa2_module)
 POLY = Case("poly", "gpu/kernels/locate_probes.cu", "poly", (2,), (64,), _poly_args, ())
 

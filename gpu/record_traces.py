@@ -1,7 +1,7 @@
 """Record the golden per-warp traces under traces/warp/ on the GPU (``pytest --gpu --update-traces`` runs it).
 
 Each case is a small problem of one kernel, recorded from the CUDA kernel's traced build for a few CTAs
-and all their warps. Before a file is written, the twin re-simulates it (``flashsim.trace.session.replay``)
+and all their warps. Before a file is written, the twin re-simulates it (``flashsim.session.replay``)
 and the result is printed; CPU tests replay every file bit for bit.
 
     python -m flashsim.gpu.record_traces [--out traces/warp] [--force] [--only NAME]
@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from flashsim.trace import session
+from flashsim import session
 
 #: name -> (problem parameters for session.make_params, CTAs to record)
 CASES: dict[str, tuple[dict, list[int]]] = {
@@ -29,6 +29,9 @@ CASES: dict[str, tuple[dict, list[int]]] = {
                                               seqlen_k=150, headdim=128, dtype="bfloat16", causal=True), [0, 3]),
     "fa2_sm8x_hdim128_f16_local": (dict(kernel="fa2_sm8x", seed=16, seqlen_q=100, seqlen_k=129, headdim=96,
                                         window_size=(7, 2)), [0, 1]),
+    "fa2_chunked_hdim64_bf16_causal_chunk": (dict(kernel="fa2_chunked", seed=17, batch=1, heads=2, heads_k=1,
+                                                  seqlen_q=200, seqlen_k=260, headdim=64, dtype="bfloat16",
+                                                  causal=True, attention_chunk=100), [0, 1]),
     "kernel1_f16": (dict(kernel="kernel1", seed=21, seqlen_q=128, headdim=128), [0, 1]),
     "kernel1_bf16_large": (dict(kernel="kernel1", seed=22, kind="large", seqlen_q=128, headdim=128,
                                 dtype="bfloat16"), [1]),

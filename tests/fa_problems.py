@@ -1,15 +1,12 @@
-"""Seeded random FlashAttention problems in the v5/v6 kernels' domain, shared by the kernel and twin tests."""
+"""Seeded random FlashAttention problems in the v5/v6 kernels' domain, shared by the kernel and twin tests:
+flashsim.kernels.problems' generator (the one every kernel's problems come from) with N(0, 1) values."""
 
 import numpy as np
 
+from flashsim.kernels.problems import draw_params, make_case, rng_pick
+
 
 def random_problem(seed):
-    """(q, k, v) float16 (batch, seqlen, heads, d): batch 1-2, heads 1-2, seqlens multiples of 64, d 16/32/64."""
-    rng = np.random.default_rng(seed)
-    batch, heads = rng.integers(1, 3, 2)
-    seqlen_q, seqlen_k = 64 * rng.integers(1, 5, 2)
-    d = int(rng.choice([16, 32, 64]))
-    q = rng.standard_normal((batch, seqlen_q, heads, d)).astype(np.float16)
-    k = rng.standard_normal((batch, seqlen_k, heads, d)).astype(np.float16)
-    v = rng.standard_normal((batch, seqlen_k, heads, d)).astype(np.float16)
-    return q, k, v
+    """(q, k, v) float16 (batch, seqlen, heads, d) in v5's domain (flashsim.kernels.spec), normal values."""
+    case = make_case(dict(draw_params(rng_pick(np.random.default_rng(seed)), "v5"), kind="normal"))
+    return case.q, case.k, case.v

@@ -124,7 +124,7 @@ def _tty():
 
 
 def test_check_progress_is_plain_lines_off_a_terminal(monkeypatch, capsys):
-    import flashsim.check as check
+    import flashsim.cli.check as check
     from flashsim.cli import main
 
     monkeypatch.setattr(check, "PROGRESS_DELAY", 0.0)
@@ -145,7 +145,7 @@ def test_check_progress_is_plain_lines_off_a_terminal(monkeypatch, capsys):
 def test_check_progress_is_a_bar_on_a_terminal(monkeypatch, capsys):
     import sys
 
-    import flashsim.check as check
+    import flashsim.cli.check as check
     from flashsim.cli import main
 
     monkeypatch.setattr(check, "PROGRESS_DELAY", 0.0)

@@ -209,7 +209,7 @@ def test_ctrl_c_cancels_a_long_run_within_a_second():
 def test_ctrl_c_stops_flashsim_check(monkeypatch, capsys):
     import time
 
-    import flashsim.check as check
+    import flashsim.cli.check as check
     from flashsim.progress import Progress
 
     monkeypatch.setenv("FLASHSIM_THREADS", "2")

@@ -118,7 +118,7 @@ def test_trace_record_takes_the_simulator_without_a_gpu_and_says_why(tmp_path, m
                  "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert "backend: simulator (--backend auto, no GPU here: no CUDA device (test))" in text
-    from flashsim.trace import session
+    from flashsim import session
 
     assert session.load(out).meta["backend"] == "sim"
 

@@ -17,7 +17,7 @@ import pytest
 
 from flashsim.cli import main
 from flashsim.errors import ArgumentError
-from flashsim.launchargs import compare_bits, make_value, parse_arg, parse_args_list
+from flashsim.cli.launchargs import compare_bits, make_value, parse_arg, parse_args_list
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "tests" / "data" / "run_example.cu"
@@ -342,7 +342,7 @@ def test_progress_is_a_bar_on_a_terminal(monkeypatch, capsys):
 
 
 def test_ctrl_c_stops_the_launch(monkeypatch, capsys):
-    import flashsim.run as fr
+    from flashsim.progress import Progress
 
     calls = []
 
@@ -350,7 +350,7 @@ def test_ctrl_c_stops_the_launch(monkeypatch, capsys):
         calls.append(done)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(fr._Progress, "__call__", interrupt)
+    monkeypatch.setattr(Progress, "__call__", interrupt)
     rc, out, err = run(capsys, "run", EXAMPLE, *ARGS, "--ctas-per-batch", "1")
     assert rc == 130 and err.strip().splitlines()[-1] == "interrupted" and calls == [1]
     assert "races:" not in out
@@ -368,11 +368,11 @@ def test_gpu_without_cupy_fails_before_simulating(monkeypatch, capsys):
     def no_gpu():
         raise flashsim.gpu.runtime.GpuUnavailable("no CUDA device (test)")
 
-    def no_simulation(args):
+    def no_simulation(path, nvrtc_options=()):
         raise AssertionError("simulated before checking the GPU")
 
     monkeypatch.setattr(flashsim.gpu.runtime, "require_gpu", no_gpu)
-    monkeypatch.setattr(fr, "_load_module", no_simulation)
+    monkeypatch.setattr(fr, "load_module", no_simulation)
     rc, out, err = run(capsys, "run", EXAMPLE, *ARGS, "--gpu")
     assert rc == 2 and not out and err.strip() == "flashsim: error: no CUDA device (test)"
 

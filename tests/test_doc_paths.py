@@ -15,12 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PATH = re.compile(r"(?<![\w./-])((?:flashsim|gpu|tests|traces|benchmarks|docs)/[\w./*{}<>-]*[\w*}>])")
 
 #: (file, path) -> why the path may name something that is not there
-KNOWN: dict[tuple[str, str], str] = {
-    ("benchmarks/RESULTS.md", "flashsim/numerics/mma.py"): "history: the module the 'before' engine was timed in "
-                                                           "(now the flashsim/numerics/mma/ package)",
-    ("flashsim/trace/spec.py", "tests/test_trace_spec.py"): "no such test: the file is being rewritten (the kernel "
-                                                            "layer); name the test that checks the tag table",
-}
+KNOWN: dict[tuple[str, str], str] = {}
 
 
 def _texts():

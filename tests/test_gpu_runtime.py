@@ -16,6 +16,7 @@ import pytest
 from flashsim.errors import ArgumentError, FlashsimError
 from flashsim.gpu import fa_kernels, probes, runtime
 from flashsim.gpu.runtime import CompileError, GpuUnavailable
+from flashsim.warp.fragments import fragment
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"
@@ -110,8 +111,7 @@ def test_check_compiles_nvcc_without_nvcc_raises_gpu_unavailable(monkeypatch):
 
 
 # The fragment index functions of fragments.cuh, run on the host (they are __host__ __device__) and
-# compared with the PTX ISA tables ("Matrix Fragments for mma.m16n8k16 with floating point type" and
-# "... for mma.m16n8k8"); g = lane >> 2, t = lane % 4, h = which half of a 32-bit register.
+# compared with flashsim.warp.fragments, the one home of the PTX ISA's tables; h = which half of a register.
 FRAGMENT_DUMP = r"""
 #include <cstdio>
 #include "fragments.cuh"
@@ -133,13 +133,11 @@ int main() {
 }
 """
 
-PTX_TABLES = {  # fragment: (tile rows, tile cols, (lane, reg, half) -> (row, col)); B's row is k, col is n
-    "A16": (16, 16, lambda g, t, r, h: (g + 8 * (r % 2), 2 * t + h + 8 * (r // 2))),
-    "A8": (16, 8, lambda g, t, r, h: (g + 8 * r, 2 * t + h)),
-    "B16": (16, 8, lambda g, t, r, h: (2 * t + h + 8 * r, g)),
-    "B8": (8, 8, lambda g, t, r, h: (2 * t + h, g)),
-    "CF32": (16, 8, lambda g, t, r, h: (g + 8 * (r // 2), 2 * t + r % 2)),
-    "CF16": (16, 8, lambda g, t, r, h: (g + 8 * r, 2 * t + h)),
+#: the dump's names -> the fragments.py table each reproduces (B's row is k, col is n)
+FRAGMENTS_PY = {
+    "A16": ("mma.m16n8k16", "A", "f16"), "A8": ("mma.m16n8k8", "A", "f16"),
+    "B16": ("mma.m16n8k16", "B", "f16"), "B8": ("mma.m16n8k8", "B", "f16"),
+    "CF32": ("mma.m16n8k16", "C", "f32"), "CF16": ("mma.m16n8k16", "C", "f16"),
 }
 
 
@@ -152,22 +150,20 @@ def fragment_dump(tmp_path_factory):
     src.write_text(FRAGMENT_DUMP)
     subprocess.run(["nvcc", "-std=c++17", f"-I{runtime.KERNELS_DIR}", "-o", str(exe), str(src)],
                    check=True, capture_output=True, text=True)
-    rows: dict[str, list[tuple[int, ...]]] = {k: [] for k in PTX_TABLES}
+    rows: dict[str, list[tuple[int, ...]]] = {k: [] for k in FRAGMENTS_PY}
     for line in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines():
         name, *nums = line.split()
         rows[name].append(tuple(int(n) for n in nums))
     return rows
 
 
-@pytest.mark.parametrize("fragment", sorted(PTX_TABLES))
-def test_fragment_index_functions_follow_the_ptx_tables(fragment_dump, fragment):
-    n_rows, n_cols, table = PTX_TABLES[fragment]
-    owned = []
-    for lane, reg, half, row, col in fragment_dump[fragment]:
-        assert (row, col) == table(lane >> 2, lane % 4, reg, half), (fragment, lane, reg, half)
-        owned.append((row, col))
-    # every element of the tile is held by exactly one (lane, register, half)
-    assert sorted(owned) == [(r, c) for r in range(n_rows) for c in range(n_cols)]
+@pytest.mark.parametrize("name", sorted(FRAGMENTS_PY))
+def test_fragments_cuh_index_functions_are_the_fragments_py_tables(fragment_dump, name):
+    frag = fragment(*FRAGMENTS_PY[name])
+    dumped = fragment_dump[name]
+    assert len(dumped) == 32 * frag.regs * frag.elems  # every (lane, register, half) once
+    for lane, reg, half, row, col in dumped:
+        assert (row, col) == frag.coords(lane, reg, half), (name, lane, reg, half)
 
 
 # SASS each probe kernel must contain (cuobjdump -sass of the nvcc cubin), checked where the toolkit

@@ -11,9 +11,11 @@ Layers, low to high; a module imports its own layer and the ones below, never on
 
 - base:  errors, _version, options, outputs, progress, device (the one door to the GPU harness)
 - core:  the simulator (CORE below)
-- front: the package root (its lazy ``flash_attn_func``), api, check, run, run_report, launchargs, testing,
-         locate, strategies: the library's entry points, built on the core
-- gpu:   the GPU harness (flashsim.gpu): scripts run on a GPU machine and cupy's runtime
+- front: the package root (its lazy ``flash_attn_func``), api, check, run, session (records, replays and
+         forces traces of the FA kernels: it runs them), testing, locate, strategies: the library's entry
+         points, built on the core
+- gpu:   the GPU harness (flashsim.gpu): scripts run on a GPU machine, cupy's runtime, and what turns the
+         reports they commit into package data (sass_evidence)
 - entry: flashsim.cli (the ``flashsim`` command), __main__, the pytest plugin
 
 Only :mod:`flashsim.device` (and the harness itself) imports ``flashsim.gpu``. The ALLOWED_* constants name
@@ -36,8 +38,8 @@ BASE = {"flashsim.errors", "flashsim._version", "flashsim.options", "flashsim.ou
 CORE = {"flashsim.numerics", "flashsim.layout", "flashsim.warp", "flashsim.smem", "flashsim.swizzle",
         "flashsim.attention", "flashsim.kernels", "flashsim.trace", "flashsim.sass", "flashsim.cuda",
         "flashsim.viz", "flashsim.cluster", "flashsim.golden", "flashsim.validation"}
-FRONT = {"flashsim", "flashsim.api", "flashsim.check", "flashsim.run", "flashsim.run_report",
-         "flashsim.launchargs", "flashsim.testing", "flashsim.locate", "flashsim.strategies"}
+FRONT = {"flashsim", "flashsim.api", "flashsim.check", "flashsim.run", "flashsim.session", "flashsim.testing",
+         "flashsim.locate", "flashsim.strategies"}
 GPU = {"flashsim.gpu"}
 ENTRY = {"flashsim.cli", "flashsim.__main__", "flashsim.pytest_plugin"}
 LAYERS = {"base": BASE, "core": CORE, "front": FRONT, "gpu": GPU, "entry": ENTRY}
@@ -48,53 +50,29 @@ RANK = {node: i for i, nodes in enumerate(LAYERS.values()) for node in nodes}
 DOOR = ("flashsim.device", "flashsim.gpu")
 
 # Allow-lists: (importer, imported) -> why the edge remains. The importer is a module or a package prefix
-# (``flashsim.trace`` matches flashsim.trace.session); the imported side is a node (see the module docstring).
+# (``flashsim.trace`` matches flashsim.trace.record); the imported side is a node (see the module docstring).
 
 #: imports of the GPU harness from outside flashsim.gpu and flashsim.device (rule a)
 ALLOWED_GPU_IMPORTS: dict[tuple[str, str], str] = {}
 
 #: imports of a higher layer (rule b)
-ALLOWED_UPWARD: dict[tuple[str, str], str] = {
-    ("flashsim.trace", "flashsim"): "trace/session.py and trace/container (the writer) read __version__ from the "
-                                    "package root, whose flash_attn_func reaches the front: import it from "
-                                    "flashsim._version",
-    ("flashsim.sass.tracing", "flashsim"): "tracing.py reads __version__ from the package root: import it from "
-                                           "flashsim._version",
-    ("flashsim.sass.fstrace", "flashsim.check"): "fstrace.main, a command line inside the core, takes the problem "
-                                                 "options of flashsim.check (add_problem_arguments): it belongs in "
-                                                 "flashsim/cli",
-}
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
 
 #: package edges left out of the cycle check (rule c): each closes a cycle today
 ALLOWED_CYCLE_EDGES: dict[tuple[str, str], str] = {
-    ("flashsim.trace", "flashsim.kernels"): "the twins record through trace.record, while trace.record imports "
-                                            "kernels.spec and trace.session runs the twins (kernels, "
-                                            "kernels.problems, .sources, .spec): session belongs above the kernels "
-                                            "(or in them), the recording hooks below",
-    ("flashsim.sass", "flashsim.kernels"): "sass/evidence.py and sass/fstrace.py build and run the FA kernels "
-                                           "(kernels.launch, .sources, .spec, .problems, .extra): tools above the "
-                                           "kernels that live in the interpreter's package",
-    ("flashsim.sass", "flashsim.cuda"): "sass/fstrace.py runs a kernel through flashsim.cuda, which is built on "
-                                        "flashsim.sass",
-    ("flashsim.sass", "flashsim.check"): "sass/fstrace.py's main takes flashsim.check's problem options",
-    ("flashsim.sass", "flashsim"): "sass/tracing.py imports __version__ from the package root (see ALLOWED_UPWARD)",
-    ("flashsim.trace", "flashsim"): "trace/session.py and trace/container import __version__ from the package "
-                                    "root (see ALLOWED_UPWARD)",
+    ("flashsim.trace", "flashsim.kernels"): "the twins record through trace.record and name registers with "
+                                            "trace.spec.array_names, while trace.record reads TRACE_WARPS and "
+                                            "trace.spec the traceable kernels and their register lists from "
+                                            "kernels.spec (the kernel layer's files, being rewritten): the kernel "
+                                            "registry belongs below trace (or the per-kernel tables above it); "
+                                            "the session that runs the twins is above both (flashsim.session)",
 }
 
 #: modules that may import argparse outside flashsim.cli: parsing helpers, the harness's own scripts
 ARGPARSE_OK = {"flashsim.options": "argparse types of the option definitions shared with the pytest plugin",
-               "flashsim.launchargs": "ArgumentTypeError of the NAME=DTYPE[SHAPE]:INIT arguments of flashsim run",
                "flashsim.gpu": "each harness script is its own command: python -m flashsim.gpu.<script>"}
 #: command-line code still outside flashsim.cli (rule d)
-ALLOWED_CLI_OUTSIDE: dict[str, str] = {
-    "flashsim.check": "add_parser / cmd_check of `flashsim check` (S's file): move them to flashsim/cli/check.py",
-    "flashsim.run": "add_parser / cmd_run of `flashsim run` (S's file): move them to flashsim/cli/run.py",
-    "flashsim.sass.evidence": "main(): `python -m flashsim.sass.evidence` (S's file): a harness script (gpu/)",
-    "flashsim.sass.fstrace": "main(): `python -m flashsim.sass.fstrace` (S's file): belongs in flashsim/cli",
-    "flashsim.trace.cli": "transitional re-export of options.id_list for sass/fstrace.py main(); delete it with "
-                          "that import",
-}
+ALLOWED_CLI_OUTSIDE: dict[str, str] = {}
 
 
 # ------------------------------------------------------------------------------------------------ the graph

@@ -12,8 +12,9 @@ from flashsim.layout import (
     tile_to_shape,
 )
 
+from flashsim.warp.fragments import fragment
+
 LANES = np.arange(32)
-G, T = LANES >> 2, LANES % 4  # PTX: groupID, threadID_in_group
 
 
 def _tv(layout):
@@ -22,68 +23,71 @@ def _tv(layout):
     return evaluate(layout).reshape(nv, nt).T
 
 
-# PTX ISA "Matrix Fragments for mma.m16n8k16 with floating point type" (the ARCHITECTURE.md table).
-def _ptx_m16n8k16():
-    a = np.zeros((32, 8), int)
-    for v in range(8):
-        h, r1, r2 = v & 1, (v >> 1) & 1, v >> 2  # a_v: reg = r1 + 2*r2, half h
-        m, k = G + 8 * r1, 2 * T + h + 8 * r2
-        a[:, v] = m + 16 * k
-    b = np.zeros((32, 4), int)
-    for v in range(4):
-        h, r = v & 1, v >> 1
-        k, n = 2 * T + h + 8 * r, G
-        b[:, v] = n + 8 * k
-    c = np.zeros((32, 4), int)
-    for v in range(4):
-        h, r = v & 1, v >> 1
-        m, n = G + 8 * r, 2 * T + h
-        c[:, v] = m + 16 * n
-    return a, b, c
+def _table(instruction, operand, dtype="f16"):
+    """[lane, CuTe's V# = elems * reg + half] -> (row, col) from flashsim.warp.fragments, the PTX ISA's tables."""
+    f = fragment(instruction, operand, dtype)
+    return f.row.reshape(32, -1), f.col.reshape(32, -1)
+
+
+def _mma_tables(instruction, c_dtype="f32"):
+    """The atom's index tables: A m + 16 k, B n + 8 k (B's fragment rows are k), C m + 16 n."""
+    (am, ak), (bk, bn), (cm, cn) = (_table(instruction, "A"), _table(instruction, "B"),
+                                    _table(instruction, "C", c_dtype))
+    return am + 16 * ak, bn + 8 * bk, cm + 16 * cn
+
+
+# cute/atom/mma_traits_sm80.hpp: ALayout, BLayout, CLayout of the m16n8 atoms as CuTe prints them
+CUTE_TV = {
+    "mma.m16n8k16": ("((_4,_8),(_2,_2,_2)):((_32,_1),(_16,_8,_128))", "((_4,_8),(_2,_2)):((_16,_1),(_8,_64))"),
+    "mma.m16n8k8": ("((_4,_8),(_2,_2)):((_32,_1),(_16,_8))", "((_4,_8),_2):((_16,_1),_8)"),
+}
+CUTE_C = "((_4,_8),(_2,_2)):((_32,_1),(_16,_8))"
 
 
 @pytest.mark.parametrize("name", ["SM80_16x8x16_F32F16F16F32_TN", "SM80_16x8x16_F32BF16BF16F32_TN",
-                                  "SM80_16x8x16_F16F16F16F16_TN"])
-def test_m16n8k16_atoms_are_the_ptx_fragments(name):
+                                  "SM80_16x8x16_F16F16F16F16_TN", "SM75_16x8x8_F32F16F16F32_TN",
+                                  "SM80_16x8x8_F32F16F16F32_TN", "SM75_16x8x8_F16F16F16F16_TN"])
+def test_mma_atoms_are_the_fragment_tables(name):
     atom = MMA_OPS[name]
-    a, b, c = _ptx_m16n8k16()
+    instruction = "mma.m16n8k16" if "16x8x16" in name else "mma.m16n8k8"
+    a, b, c = _mma_tables(instruction, "f16" if "F16F16F16F16" in name else "f32")
     assert np.array_equal(_tv(atom.layout_a), a)
     assert np.array_equal(_tv(atom.layout_b), b)
     assert np.array_equal(_tv(atom.layout_c), c)
-
-
-@pytest.mark.parametrize("name", ["SM75_16x8x8_F32F16F16F32_TN", "SM80_16x8x8_F32F16F16F32_TN"])
-def test_m16n8k8_atoms_are_the_ptx_fragments(name):
-    atom = MMA_OPS[name]
-    a = np.stack([(G + 8 * (v >> 1)) + 16 * (2 * T + (v & 1)) for v in range(4)], axis=1)
-    b = np.stack([G + 8 * (2 * T + v) for v in range(2)], axis=1)
-    assert np.array_equal(_tv(atom.layout_a), a)
-    assert np.array_equal(_tv(atom.layout_b), b)
-    assert np.array_equal(_tv(atom.layout_c), _ptx_m16n8k16()[2])
+    assert (str(atom.layout_a), str(atom.layout_b), str(atom.layout_c)) == (*CUTE_TV[instruction], CUTE_C)
 
 
 @pytest.mark.parametrize("x", [1, 2, 4])
-def test_ldmatrix_atoms_are_the_ptx_mapping(x):
-    """ldmatrix .x{1,2,4}: lanes 8j..8j+7 give the rows of matrix j; lane T gets row T/4, columns
-    2(T%4), 2(T%4)+1 of every matrix (element offsets within the x matrices of 8x8 b16)."""
+def test_ldmatrix_atoms_are_the_fragment_tables(x):
+    """ldmatrix .x{1,2,4}: lanes 8j..8j+7 give the rows of matrix j; register j of every lane holds its
+    m8n8 fragment of matrix j (element offsets within the x matrices of 8x8 b16)."""
     atom = Copy_Atom(COPY_OPS[f"SM75_U32x{x}_LDSM_N"], "half_t")
     src = _tv(atom.val_src)
     for lane in range(32):
         j, r = lane // 8, lane % 8
         if j < x:  # lanes beyond the x matrices pass addresses that are not used
             assert list(src[lane]) == [64 * j + 8 * r + c for c in range(8)]
-    dst = _tv(atom.val_dst)
-    exp = np.stack([64 * j + 8 * (LANES // 4) + 2 * (LANES % 4) + h for j in range(x) for h in range(2)], axis=1)
-    assert np.array_equal(dst, exp)
+    row, col = _table("ldmatrix.m8n8", "M", None)
+    exp = np.concatenate([64 * j + 8 * row + col for j in range(x)], axis=1)
+    assert np.array_equal(_tv(atom.val_dst), exp)
 
 
 @pytest.mark.parametrize("x", [2, 4, 8])
 def test_ldmatrix_trans_atoms_deliver_the_transpose(x):
     atom = Copy_Atom(COPY_OPS[f"SM75_U16x{x}_LDSM_T"], "half_t")
-    dst = _tv(atom.val_dst)
-    nmat = x // 2
-    exp = np.stack([64 * j + 8 * (2 * (LANES % 4) + h) + LANES // 4 for j in range(nmat) for h in range(2)], axis=1)
-    assert np.array_equal(dst, exp)  # lane T holds column T/4, rows 2(T%4), 2(T%4)+1 of matrix j
+    row, col = _table("ldmatrix.m8n8", "M", None)
+    exp = np.concatenate([64 * j + 8 * col + row for j in range(x // 2)], axis=1)
+    assert np.array_equal(_tv(atom.val_dst), exp)  # lane T holds column T/4, rows 2(T%4), 2(T%4)+1 of matrix j
+
+
+def test_an_atom_layout_that_contradicts_its_table_is_refused():
+    from flashsim.layout.atoms import _derived
+
+    table = np.arange(32 * 4).reshape(4, 32).T.copy()
+    assert str(_derived("ok", 32, 4, table)) == "(_32,_4):(_1,_32)"
+    table[5, 3] += 1
+    with pytest.raises(ArgumentError, match="no layout of shape"):
+        _derived("bad", 32, 4, table)
 
 
 FA2_MMA = TiledMMA(MMA_OPS["SM80_16x8x16_F32F16F16F32_TN"], Layout((S(4), S(1), S(1))), (S(64), S(16), S(16)))

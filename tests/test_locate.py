@@ -14,6 +14,7 @@ import flashsim.locate as loc
 from flashsim import testing
 from flashsim.gpu import locate_check as lc
 from flashsim.sass import ptxlog
+from flashsim.warp.fragments import fragment
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -322,8 +323,8 @@ def test_mma_destinations_are_logged_element_by_element():
     out = loc.interpreter_runner("mma_tile", 1, 32)(cubin, args + [ptxlog.log_buffer(1 << 10, 0, lane)])
     log = ptxlog.read_log(out[-1])
     got = [int(v) for s, v in zip(log.sites, log.values) if int(s) in {x.id for x in mma}]
-    g, t = lane >> 2, lane & 3
-    want = out[0].view(np.uint32)[[g * 8 + 2 * t, g * 8 + 2 * t + 1, (g + 8) * 8 + 2 * t, (g + 8) * 8 + 2 * t + 1]]
+    c_frag = fragment("mma.m16n8k16", "C", "f32")  # register e of the lane: element (row, col) of the 16 x 8 D tile
+    want = out[0].view(np.uint32)[[8 * r + c for r, c in (c_frag.coords(lane, e) for e in range(4))]]
     assert got == want.tolist()
 
 

@@ -15,6 +15,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import flashsim.cuda as fc
 from flashsim.attention import passes_flash_attn_rule
@@ -195,6 +197,31 @@ def test_random_problems_are_seeded_and_mostly_off_the_tiles():
     assert sum(n % 64 != 0 for n in lens) >= 15
     v = random_problem("attn_varlen", 4)
     assert v.cu_seqlens_q[0] == 0 and v.cu_seqlens_q[-1] == v.q.shape[0] and v.q.ndim == 3
+
+
+@pytest.mark.parametrize("kernel", sorted(EXTRA_KERNELS))
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_hypothesis_draws_the_same_problems_through_pick(kernel, data):
+    """random_problem is extra.draw_params on a seeded generator's pick; hypothesis draws through the same
+    interface (flashsim.strategies.extra_cases): shapes in the kernel's domain either way."""
+    from flashsim.kernels import extra
+    from flashsim.kernels.problems import rng_pick
+    from flashsim.strategies import extra_cases
+
+    p = data.draw(extra_cases(kernel, max_seqlen=40))
+    spec = EXTRA_KERNELS[kernel]
+    d = p.q.shape[-1]
+    assert d in spec.headdims and attn_extra._digest(p)
+    if spec.varlen:
+        assert p.cu_seqlens_q[-1] == p.q.shape[0] and p.cu_seqlens_k[-1] == p.k.shape[0]
+        assert np.diff(p.cu_seqlens_q).max(initial=0) <= 40
+    else:
+        assert 1 <= p.q.shape[1] <= 40 and p.q.shape[2] == p.k.shape[2] in (1, 2)
+    seed = data.draw(st.integers(0, 1000))
+    pick = rng_pick(np.random.default_rng([seed, sorted(EXTRA_KERNELS).index(kernel)]))
+    again = extra.make_problem(kernel, seed, **extra.draw_params(pick, kernel))
+    assert attn_extra._digest(again) == attn_extra._digest(random_problem(kernel, seed))
 
 
 # ------------------------------------------------------------------------------------------- GPU

@@ -15,7 +15,6 @@ import flashsim.cuda as fc
 from flashsim.cli import main
 from flashsim.errors import ArgumentError, SimulatedFault
 from flashsim.sass import tracing
-from flashsim.sass import fstrace
 from flashsim.sass.tracediff import diff_traces
 from flashsim.sass.tracing import TraceSpec, lane_wavefronts
 from flashsim.smem import wavefronts
@@ -396,7 +395,7 @@ def test_diff_of_kinds_that_do_not_mix_is_an_error(mod, tmp_path, capsys):
 def test_fs_trace_build_in_the_interpreter_equals_the_gpu_recording(tmp_path, capsys):
     golden = ROOT / "traces" / "warp" / "fa2_hdim64_f16_empty_rows.fstrace"
     out = tmp_path / "interp.fstrace"
-    assert fstrace.main(["fstrace", "--like", str(golden), "-o", str(out)]) == 0
+    assert main(["trace", "record", "--like", str(golden), "--backend", "interp", "-o", str(out)]) == 0
     with TraceReader(out) as r:
         r.verify()
         assert r.meta["backend"] == "interp" and len(r.meta["cubin_sha256"]) == 64
@@ -406,7 +405,7 @@ def test_fs_trace_build_in_the_interpreter_equals_the_gpu_recording(tmp_path, ca
     assert "no divergence" in text and "outputs: bit-identical" in text
     assert main(["trace", "diff", str(out), str(out)]) == 0
     capsys.readouterr()
-    assert fstrace.main(["fstrace", "--like", str(golden), "-o", str(out)]) == 2  # exists
+    assert main(["trace", "record", "--like", str(golden), "--backend", "interp", "-o", str(out)]) == 2  # exists
     assert "already exists" in capsys.readouterr().err
 
 
@@ -414,7 +413,7 @@ def test_fa2_shared_memory_records_add_up_to_the_bank_report(tmp_path):
     """Every shared-memory instruction of a project kernel (LDGSTS, LDSM, LDSM.MT88, LDS.128, STS): per PC,
     the events' highest wavefront + 1 summed equal the wavefronts checking counts, and so do the executions."""
     from flashsim.kernels import problems
-    from flashsim.trace import session
+    from flashsim import session
     from flashsim.gpu import fa_kernels
 
     case = problems.make_case(session.make_params("fa2", seed=1, seqlen_q=128, seqlen_k=100, headdim=64))

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from flashsim.errors import TraceError
 from flashsim.kernels.problems import make_case
-from flashsim.trace import session, spec
+from flashsim import session
+from flashsim.trace import spec
 from flashsim.trace.record import Recorder, RegEvent
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,9 +83,13 @@ def test_twin_events_follow_the_program(kernel, runs):
 
 
 def test_fa2_accumulator_registers_are_the_fragment_layout(runs):
-    """Lane (g, t) of warp w holds acc_o[m][n][e] = O row 16 w + 64 m + g + 8 (e // 2), column 8 n + 2 t + e % 2:
-    after normalize, narrowing the recorded registers gives the kernel's output rows."""
+    """Lane l of warp w holds acc_o[m][n][e] = O row 16 w + 64 m + row, column 8 n + col, where (row, col) is
+    register e of lane l in the mma C table (flashsim.warp.fragments): after normalize, narrowing the recorded
+    registers gives the kernel's output rows."""
     from flashsim.kernels.common import narrow
+    from flashsim.warp.fragments import fragment
+
+    c_frag = fragment("mma.m16n8k16", "C", "f32")
 
     run = runs["fa2"]
     p = run.meta["params"]
@@ -93,13 +98,13 @@ def test_fa2_accumulator_registers_are_the_fragment_layout(runs):
     acc = ev.regs[:, 4:]                                    # after the 4 lse registers
     dt = 72 // 8 + 1                                        # instance 128: 16 n-tiles; headdim 72 uses 9
     for lane in (0, 5, 31):
-        g, t = lane // 4, lane % 4
         for n in range(dt):
             for e in range(4):
-                col = 8 * n + 2 * t + e % 2
+                row, col = c_frag.coords(lane, e)
+                col += 8 * n
                 if col >= p["headdim"]:
                     continue
-                row = 16 * 1 + 64 + g + 8 * (e // 2)       # warp 1, m = 1 (rows 80..95: none masked)
+                row += 16 * 1 + 64                          # warp 1, m = 1 (rows 80..95: none masked)
                 r = (1 * 16 + n) * 4 + e
                 got = narrow(acc[lane, r:r + 1], p["dtype"])[0]
                 assert got == out[0, row, 0, col]

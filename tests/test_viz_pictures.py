@@ -270,7 +270,7 @@ def _page(tmp_path, against=None) -> str:
 
 
 def test_trace_page_folds_the_metadata_and_labels_every_event(tmp_path):
-    from flashsim.trace import session
+    from flashsim import session
 
     page = _page(tmp_path)
     run = session.load(TRACE)
@@ -288,7 +288,7 @@ def test_trace_page_folds_the_metadata_and_labels_every_event(tmp_path):
 
 
 def test_trace_page_against_another_trace_opens_with_a_readable_summary(tmp_path):
-    from flashsim.trace import session
+    from flashsim import session
     from flashsim.trace.container import Event
 
     same = _page(tmp_path, against=TRACE)

@@ -89,3 +89,88 @@ def test_pack_and_unpack_reject_bad_input():
         unpack(f, np.zeros((32, 4), np.int32))
     with pytest.raises(ArgumentError, match=r"shape \(\.\.\., 32, 4\)"):
         unpack(f, np.zeros((32, 2), np.uint32))
+
+
+# gpu/kernels/fragments.cuh restates these tables in C++ (its index functions feed probe_mma.cu): compiled by
+# NVRTC and run in the SASS interpreter (no GPU, no nvcc), every function must give fragments.py's (row, col).
+FRAGMENTS_CUH_DUMP = r"""
+#include "fragments.cuh"
+extern "C" __global__ void fragment_tables(int* out) {
+    const int lane = threadIdx.x & 31;
+    int* o = out + lane * 52;
+    for (int r = 0; r < 4; ++r) for (int h = 0; h < 2; ++h) {
+        *o++ = frag::a_m16k16_row(lane, r); *o++ = frag::a_m16k16_col(lane, r, h); }
+    for (int r = 0; r < 2; ++r) for (int h = 0; h < 2; ++h) {
+        *o++ = frag::a_m16k8_row(lane, r); *o++ = frag::a_m16k8_col(lane, r, h); }
+    for (int r = 0; r < 2; ++r) for (int h = 0; h < 2; ++h) {
+        *o++ = frag::b_k16n8_k(lane, r, h); *o++ = frag::b_k16n8_n(lane); }
+    for (int h = 0; h < 2; ++h) { *o++ = frag::b_k8n8_k(lane, h); *o++ = frag::b_k8n8_n(lane); }
+    for (int i = 0; i < 4; ++i) { *o++ = frag::c_f32_row(lane, i); *o++ = frag::c_f32_col(lane, i); }
+    for (int r = 0; r < 2; ++r) for (int h = 0; h < 2; ++h) {
+        *o++ = frag::c_f16_row(lane, r); *o++ = frag::c_f16_col(lane, r, h); }
+}
+"""
+#: the dump's blocks in order: (instruction, operand, dtype) of fragments.py, (row, col) per (reg, half)
+CUH_BLOCKS = [("mma.m16n8k16", "A", "f16"), ("mma.m16n8k8", "A", "f16"), ("mma.m16n8k16", "B", "f16"),
+              ("mma.m16n8k8", "B", "f16"), ("mma.m16n8k16", "C", "f32"), ("mma.m16n8k16", "C", "f16")]
+
+
+def test_fragments_cuh_is_the_fragments_py_tables_in_the_interpreter():
+    import flashsim.cuda as fc
+    from flashsim.kernels.sources import KERNELS_DIR
+
+    m = fc.RawModule(code=FRAGMENTS_CUH_DUMP, options=(f"-I{KERNELS_DIR}",), name="fragment_tables.cu")
+    out = fc.zeros(32 * 52, np.int32)
+    m.get_function("fragment_tables")((1,), (32,), (out,))
+    got = out.get().reshape(32, 52)
+    want = np.concatenate([np.stack([f.row, f.col], axis=-1).reshape(32, -1)
+                           for f in (fragment(*b) for b in CUH_BLOCKS)], axis=1)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_quad_columns_are_the_c_table_rows():
+    """Lane t of a quad holds, n-tile by n-tile, the columns the C table gives its row-g registers."""
+    from flashsim.warp.fragments import quad_columns
+
+    c = fragment("mma.m16n8k16", "C", "f32")
+    order = quad_columns(32)
+    assert sorted(order.ravel().tolist()) == list(range(32))
+    for lane in range(32):
+        t = lane % 4
+        mine = [8 * n + c.coords(lane, e)[1] for n in range(4) for e in range(4) if c.coords(lane, e)[0] == lane // 4]
+        assert order[t].tolist() == mine
+    with pytest.raises(ArgumentError, match="ncols=12"):
+        quad_columns(12)
+
+
+@pytest.mark.parametrize("instruction,operand,dtype,per", [("mma.m16n8k16", "C", "f32", 1),
+                                                          ("mma.m16n8k16", "A", "f16", 2),
+                                                          ("mma.m16n8k16", "C", "f16", 2)])
+def test_trace_register_maps_read_what_pack_gives(instruction, operand, dtype, per):
+    """flashsim.trace.record reads a warp's registers out of a (rows, cols) array exactly as ``pack`` lays the
+    tiles into registers: warp w's tile (m, n) at rows 16 w + 64 m, columns cols n."""
+    from flashsim.trace.record import WARPS, tiled_index
+
+    frag = fragment(instruction, operand, dtype)
+    m_tiles, n_tiles = 2, 3
+    rows, cols = 64 * m_tiles, frag.cols * n_tiles
+    tile = np.random.default_rng(0).integers(0, 1 << 16, (rows, cols), dtype=np.uint64).astype(frag.elem_dtype)
+    flat = np.ascontiguousarray(tile).view(np.uint32).reshape(-1) if per == 2 else tile.reshape(-1)
+    idx = tiled_index(frag, 64, m_tiles, n_tiles, cols // per, per=per)
+    for w in range(WARPS):
+        for m in range(m_tiles):
+            for n in range(n_tiles):
+                t = tile[16 * w + 64 * m:16 * w + 64 * m + frag.rows, frag.cols * n:frag.cols * (n + 1)]
+                r0 = (m * n_tiles + n) * frag.regs
+                np.testing.assert_array_equal(flat[idx[w][:, r0:r0 + frag.regs]], pack(frag, np.ascontiguousarray(t)))
+
+
+def test_the_tables_are_a_light_import_and_the_instructions_load_on_use():
+    """flashsim.layout's atoms and the trace maps read the tables: importing them must not load shared memory or
+    numba (flashsim.gpu.runtime's promise); ``from flashsim.warp import mma`` is still the instruction."""
+    import subprocess
+    import sys
+
+    code = ("import sys, flashsim.layout, flashsim.warp.fragments; assert 'numba' not in sys.modules, 'numba'; "
+            "from flashsim.warp import mma, ldmatrix; assert callable(mma) and mma.__name__ == 'mma'")
+    subprocess.run([sys.executable, "-c", code], check=True)

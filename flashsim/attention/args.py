@@ -44,6 +44,8 @@ DTYPES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat
 _TORCH_DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16"}
 _INT32_MAX = 2**31 - 1  # the C++ side takes the window sizes as int
 _SOFTCAP_WHY = "expected 0 (off) or a number > 0 that stays > 0 and finite as float32, also times log2(e)"
+_CHUNK_WHY = ("expected an int in [0, 2**31 - 1]: 0 (off) or the chunk length in keys (FlashAttention-3's "
+              "attention_chunk)")
 
 
 def _f32(x: float) -> np.float32:
@@ -96,6 +98,7 @@ class AttentionArgs:
     softcap: float = 0.0
     deterministic: bool = False
     device: str = "cpu"
+    attention_chunk: int = 0
     # derived in __post_init__
     softmax_scale_f32: np.float32 = field(init=False)
     scale_log2_f32: np.float32 = field(init=False)
@@ -131,6 +134,8 @@ class AttentionArgs:
             raise bad_argument("deterministic", self.deterministic, "expected a bool")
         if not isinstance(self.device, str):
             raise bad_argument("device", self.device, "expected a str")
+        if not _is_int(self.attention_chunk) or not 0 <= self.attention_chunk <= _INT32_MAX:
+            raise bad_argument("attention_chunk", self.attention_chunk, _CHUNK_WHY)
 
         # set_params_fprop: the C float parameter is the Python double rounded to nearest once
         scale_f32 = _f32(self.softmax_scale)
@@ -212,12 +217,17 @@ class AttentionArgs:
         (flash_attn_func's docstring); bounds come from ``params_window_size`` as mask.h's
         ``apply_mask_local`` uses them. Consequence of FA2's substitution: with a bounded left side and an
         unbounded right side, the right side is seqlen_k, which masks keys when seqlen_q > seqlen_k + 1.
+        ``attention_chunk`` C > 0 (FlashAttention-3, hopper/mask.h and test_util.py's construct_chunk_mask)
+        keeps a row to the keys of its chunk [floor(diag / C) C, floor(diag / C) C + C) too.
         """
         sq, sk = self.seqlen_q, self.seqlen_k
         diag = np.arange(sq, dtype=np.int64) + (sk - sq)
         left, right = self.params_window_size
         lo = np.maximum(diag - left, 0) if left >= 0 else np.zeros(sq, np.int64)
         hi = np.minimum(diag + right, sk - 1) if right >= 0 else np.full(sq, sk - 1, np.int64)
+        if self.attention_chunk > 0:
+            start = diag // self.attention_chunk * self.attention_chunk  # floor division, negative rows too
+            lo, hi = np.maximum(lo, start), np.minimum(hi, start + self.attention_chunk - 1)
         return lo, hi
 
     def key_mask(self, rows: slice = slice(None)) -> np.ndarray:
@@ -325,7 +335,8 @@ def _window(value) -> tuple[int, int]:
 
 
 def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-               alibi_slopes=None, deterministic=False, return_attn_probs=False) -> AttentionArgs:
+               alibi_slopes=None, deterministic=False, return_attn_probs=False, *,
+               attention_chunk=0) -> AttentionArgs:
     """Check flash_attn_func's arguments as FA2 does and normalise them into an :class:`AttentionArgs`.
 
     Bad arguments raise ``ArgumentError`` (``name=<value!r>: why``); arguments FA2 accepts but flashsim does
@@ -382,6 +393,9 @@ def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_
         raise bad_argument("softcap", softcap, _SOFTCAP_WHY)
     deterministic = _flag("deterministic", deterministic)
     return_attn_probs = _flag("return_attn_probs", return_attn_probs)
+    # FlashAttention-3's attention_chunk (flash_attn_interface.py; FA2 has none): 0 is off
+    if not _is_int(attention_chunk) or not 0 <= int(attention_chunk) <= _INT32_MAX:
+        raise bad_argument("attention_chunk", attention_chunk, _CHUNK_WHY)
 
     # what FA2 has and flashsim does not model
     if p != 0.0:
@@ -404,4 +418,5 @@ def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_
         right = 0
     return AttentionArgs(batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads=heads, heads_k=heads_k,
                          headdim=headdim, dtype=dtype, softmax_scale=float(scale), window_size=(left, right),
-                         softcap=cap, deterministic=deterministic, device=_device(q))
+                         softcap=cap, deterministic=deterministic, device=_device(q),
+                         attention_chunk=int(attention_chunk))

@@ -4,7 +4,9 @@ flash-attn's acceptance rule that compares a kernel's error with the low-precisi
 Semantics (FA2, Dao-AILab/flash-attention; facts only): scores are ``softmax_scale * q.k``; with softcap
 they become ``softcap * tanh(scores / softcap)`` before masking (``attention_ref`` of flash-attn's
 test_flash_attn.py); causal and local masks are aligned to the bottom-right corner
-(``AttentionArgs.key_bounds``); q head h reads kv head ``h // ngroups``; a row with no key to attend gives
+(``AttentionArgs.key_bounds``), and so is FlashAttention-3's chunked attention (``attention_chunk``: a row
+attends the keys of its chunk only, FA3's hopper/test_util.py ``construct_chunk_mask``, within the window);
+q head h reads kv head ``h // ngroups``; a row with no key to attend gives
 out 0 and LSE +inf (the kernel's early exit and ``normalize_softmax_lse``: ``sum == 0`` gives ``INFINITY``,
 and the split-KV combine maps all -inf partial LSEs to +inf too); ``seqlen_k == 0`` likewise. LSE is the
 natural-log logsumexp of the (softcapped, scaled) scores of a row. Work is vectorised over batch and heads

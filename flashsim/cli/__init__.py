@@ -1,9 +1,10 @@
 """flashsim command line: the FlashAttention kernels checked end to end, what is modelled and verified, replaying
 GPU golden data on the CPU, your own kernel on the CPU, per-warp traces, and the warp/layout debugging tools."""
 
-# Every command's parser and printing lives in this package: info and verify (info.py), trace (trace.py,
-# traceshow.py), fragment / ldmatrix / banks (warp.py), layout (layout.py); check and run still register
-# from flashsim.check and flashsim.run. The simulator never imports this package (tests/test_layering.py).
+# Every command's parser and printing lives in this package: info and verify (info.py), check (check.py), run
+# (run.py, run_report.py, launchargs.py), trace (trace.py, traceshow.py), fragment / ldmatrix / banks
+# (warp.py), layout (layout.py); options several commands share in arguments.py. The library they drive
+# (flashsim.check, flashsim.run, flashsim.session, ...) never imports this package (tests/test_layering.py).
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import os
 import re
 import sys
 
-from flashsim import __version__, check, run
-from flashsim.cli import info, layout, trace, warp
+from flashsim._version import __version__
+from flashsim.cli import check, info, layout, run, trace, warp
 from flashsim.errors import FlashsimError
 
 __all__ = ["build_parser", "main", "parsers", "plain"]

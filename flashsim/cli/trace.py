@@ -16,18 +16,20 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from flashsim import device
+from flashsim import device, session
 from flashsim.attention import check_args
-from flashsim.check import add_problem_arguments, fake_inputs, kernel_memory, size_options, tile_steps
+from flashsim.check import fake_inputs, kernel_memory, tile_steps
+from flashsim.cli.arguments import add_problem_arguments, size_options
 from flashsim.cli.traceshow import show as show_sass_trace
 from flashsim.errors import FlashsimError, bad_argument
 from flashsim.kernels import PROGRESS_UNIT
 from flashsim.kernels.problems import KINDS, make_case
+from flashsim.kernels.spec import get
 from flashsim.options import id_list, non_negative_int, positive_int
 from flashsim.progress import Estimate, Progress, refuse_if_too_large
 from flashsim.sass.tracediff import diff_traces
 from flashsim.sass.tracing import is_sass_trace
-from flashsim.trace import session, spec
+from flashsim.trace import spec
 from flashsim.trace.container import TraceReader
 from flashsim.trace.diff import as_number, diff
 from flashsim.trace.html import write_html
@@ -37,21 +39,30 @@ PROGRESS_DELAY = 1.0
 
 
 def add_parser(sub) -> None:
-    t = sub.add_parser("trace", help="per-warp traces: record (GPU or simulator), diff, replay, show, html",
+    t = sub.add_parser("trace", help="per-warp traces: record (GPU, simulator or SASS interpreter), diff, replay, "
+                                     "show, html",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ts = t.add_subparsers(dest="trace_command", required=True, metavar="COMMAND")
-    r = ts.add_parser("record", help="run a kernel traced (its CUDA build on the GPU, or its twin) and write a trace",
-                      description="Run a kernel traced (its CUDA build on the GPU, or its twin in the simulator) and "
-                                  "write the trace. The problem options and their defaults are flashsim check's. The "
-                                  "run's work and memory are estimated first; a run beyond this machine is refused.")
+    r = ts.add_parser("record", help="run a kernel traced (its CUDA build on the GPU, its twin, or the build's cubin "
+                                     "in the SASS interpreter) and write a trace",
+                      description="Run a kernel traced (its CUDA build on the GPU, its twin in the simulator, or the "
+                                  "CUDA build's cubin in the SASS interpreter) and write the trace. The problem "
+                                  "options and their defaults are flashsim check's; --like takes the problem, the "
+                                  "inputs, the CTAs and the warps of a recorded trace instead. The run's work and "
+                                  "memory are estimated first; a run beyond this machine is refused.")
     r.add_argument("--kernel", choices=spec.KERNELS, default="fa2", help="the kernel to trace (default: %(default)s)")
     add_problem_arguments(r)
     r.add_argument("--kind", choices=KINDS, default="normal",
                    help="input values: normal N(0, 1), large logits, identical rows, subnormal, or one NaN/Inf each "
                         "(flashsim.kernels.problems) (default: %(default)s)")
-    r.add_argument("--backend", choices=("auto", "gpu", "sim"), default="auto",
+    r.add_argument("--like", type=Path, default=None, metavar="FILE",
+                   help="run the problem of a trace file (e.g. a GPU recording) on its inputs, recording its CTAs "
+                        "and warps; --kernel, the problem options, --kind, --cta and --warp are then not used "
+                        "(default: none)")
+    r.add_argument("--backend", choices=("auto",) + session.BACKENDS, default="auto",
                    help="gpu: the kernel's traced CUDA build (needs cupy and a GPU); sim: its twin on the CPU; "
-                        "auto: gpu when a GPU is usable, else sim, saying why (default: %(default)s)")
+                        "interp: the traced build's cubin in the SASS interpreter, on the CPU; auto: gpu when a "
+                        "GPU is usable, else sim, saying why (default: %(default)s)")
     r.add_argument("--cta", default="0", metavar="IDS",
                    help="CTAs to record, linear ids x + X (y + Y z), e.g. '0,3,5-7' (default: %(default)s)")
     r.add_argument("--warp", default="0-3", metavar="IDS",
@@ -133,24 +144,29 @@ def resolve_backend(choice: str) -> tuple[str, str]:
     return "gpu", "--backend auto found a GPU"
 
 
-def estimate_record(args, kernel: str, backend: str, n_ctas: int, n_warps: int):
-    """Work (the simulator runs the whole grid) and memory (inputs, the twin's arrays, the recorded events) of
-    ``flashsim trace record``, from the options alone."""
-    hk = args.heads if args.heads_k is None else args.heads_k
-    sk = args.seqlen if args.seqlen_k is None else args.seqlen_k
-    q, k, v = fake_inputs(args.batch, args.heads, hk, args.seqlen, sk, args.headdim, args.dtype)
-    kw = {"softmax_scale": args.scale}
-    if kernel == "fa2":
-        kw.update(causal=args.causal, window_size=tuple(args.window), softcap=args.softcap)
+def estimate_record(params: dict, backend: str, ctas: list[int] | None, n_warps: int):
+    """Work (the twin and the interpreter run the whole grid) and memory (inputs, the twin's or the interpreter's
+    arrays, the recorded events) of ``flashsim trace record`` of the problem ``params`` (session.make_params),
+    recording the CTAs ``ctas`` (None: all) and ``n_warps`` warps of each, from the parameters alone."""
+    kernel = params["kernel"]
+    q, k, v = fake_inputs(params["batch"], params["heads"], params["heads_k"], params["seqlen_q"],
+                          params["seqlen_k"], params["headdim"], params["dtype"])
+    kw = {"softmax_scale": params["softmax_scale"]}
+    features = get(kernel).features  # what the kernel models: make_case passes these alone
+    if "masks" in features:
+        kw.update(causal=params["causal"], window_size=tuple(params["window_size"]))
+    if "softcap" in features:
+        kw["softcap"] = params["softcap"]
     a = check_args(q, k, v, **kw)
     nq = a.batch * a.seqlen_q * a.heads * a.headdim
     nk = a.batch * a.seqlen_k * a.heads_k * a.headdim
     est = Estimate()
     est.memory["inputs"] = 8 * (nq + 2 * nk) + 6 * max(nq, nk) + 2 * (nq + 2 * nk)  # drawn as float64, all three
     try:
-        hd, steps, _ = spec.instance(kernel, a)
+        hd, steps, grid = spec.instance(kernel, a)
     except (ValueError, NotImplementedError):  # outside the kernel's domain: the run says why
         return est
+    n_ctas = grid if ctas is None else len(set(ctas))
     words = [spec.warp_words(kernel, hd, n) for n in (0, 1)]
     events = [len(spec.program(kernel, hd, n)) for n in (0, 1)]
     per_warp = 4 * (words[0] + steps * (words[1] - words[0])) + 300 * (events[0] + steps * (events[1] - events[0]))
@@ -158,27 +174,40 @@ def estimate_record(args, kernel: str, backend: str, n_ctas: int, n_warps: int):
     if backend == "sim":
         est.work[f"{kernel} twin"] = tile_steps(kernel, a)
         est.memory[f"{kernel} twin"] = kernel_memory(kernel, a, workers=1) + 2 * nq
+    elif backend == "interp":
+        est.work[f"{kernel} cubin"] = tile_steps(kernel, a)
+        est.memory[f"{kernel} cubin"] = kernel_memory(kernel, a, interp=True) + 2 * nq
     return est
 
 
-def cmd_record(args) -> int:
-    ctas, warps = id_list("--cta", args.cta), id_list("--warp", args.warp)
-    backend, why = resolve_backend(args.backend)
-    est = estimate_record(args, args.kernel, backend, len(set(ctas)), len(set(warps)))
-    refuse_if_too_large(est, size_options(args),
-                        "use smaller --batch, --heads, --seqlen or --seqlen-k (the simulator runs the whole grid, "
-                        "however few CTAs --cta records), or fewer CTAs and warps (--cta, --warp)",
-                        max_tile_steps=None if backend == "sim" else float("inf"))
-    if backend == "gpu":  # before anything is allocated: a missing GPU is known at once
-        device.require_gpu()
-    print(f"backend: {'simulator' if backend == 'sim' else 'GPU'} ({why}); size: {est.describe()}")
-    sys.stdout.flush()
+def _problem(args):
+    """(problem parameters, the recorded run it is like or None, CTAs, warps, the options that size it)."""
+    if args.like is not None:
+        like = _load(args.like)
+        return dict(like.meta["params"]), like, like.meta["ctas"], like.meta["warps"], f"--like {args.like}"
     params = session.make_params(
         args.kernel, seed=args.seed, kind=args.kind, batch=args.batch, heads=args.heads, heads_k=args.heads_k,
         seqlen_q=args.seqlen, seqlen_k=args.seqlen_k, headdim=args.headdim, dtype=args.dtype, causal=args.causal,
         window_size=tuple(args.window), softcap=args.softcap, softmax_scale=args.scale)
-    case = make_case(params)
-    with Progress(f"{args.kernel} twin", 1, unit=PROGRESS_UNIT[args.kernel], delay=PROGRESS_DELAY) as pr:
+    return params, None, id_list("--cta", args.cta), id_list("--warp", args.warp), size_options(args)
+
+
+def cmd_record(args) -> int:
+    params, like, ctas, warps, options = _problem(args)
+    kernel = params["kernel"]
+    backend, why = resolve_backend(args.backend)
+    est = estimate_record(params, backend, ctas, len(set(warps)))
+    refuse_if_too_large(est, options,
+                        "use smaller --batch, --heads, --seqlen or --seqlen-k (the simulator runs the whole grid, "
+                        "however few CTAs --cta records), or fewer CTAs and warps (--cta, --warp)",
+                        max_tile_steps=float("inf") if backend == "gpu" else None)
+    if backend == "gpu":  # before anything is allocated: a missing GPU is known at once
+        device.require_gpu()
+    where = {"gpu": "GPU", "sim": "simulator", "interp": "SASS interpreter"}[backend]
+    print(f"backend: {where} ({why}); size: {est.describe()}")
+    sys.stdout.flush()
+    case = make_case(params) if like is None else session.case_of(like)
+    with Progress(f"{kernel} twin", 1, unit=PROGRESS_UNIT[kernel], delay=PROGRESS_DELAY) as pr:
         run = session.run_case(case, backend=backend, ctas=ctas, warps=warps, cap_words=args.cap_words, progress=pr)
     with Progress(f"writing {args.output.name}", 1, unit="event", delay=PROGRESS_DELAY) as pr:
         session.write(run, args.output, force=args.force, progress=pr)  # Ctrl-C: no file, no temporary file

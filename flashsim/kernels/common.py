@@ -1,16 +1,18 @@
 """Pieces the f32-accumulating twins (kernel1, fa2) share: the quad layout of an mma accumulator row, the
-16-bit conversions, f32 constants and the CTA-batch driver that streams a grid through a twin (:class:`CtaJob`:
-a batch's results are computed by a module-level function and written by the caller, so a batch runs on a
-thread of this process or on a worker of a Dask cluster, :mod:`flashsim.cluster`, with the same bits).
+16-bit conversions, the infinities' bit patterns and the CTA-batch driver that streams a grid through a
+twin (:class:`CtaJob`: a batch's results are computed by a module-level function and written by the caller,
+so a batch runs on a thread of this process or on a worker of a Dask cluster, :mod:`flashsim.cluster`, with
+the same bits). Their f32 arithmetic is :mod:`flashsim.numerics.cfloat`.
 
-Accumulator rows and quads: in an m16n8k16 f32 accumulator the four lanes of a quad (t = lane % 4) hold
-one row; lane t holds columns 8n + 2t + j (n-tile n, register j) and walks them in the order
-(n = 0, j = 0), (0, 1), (1, 0), ... A row of N values is therefore seen as (4, N / 4): ``quad_split``
-puts each lane's values in its register order and ``quad_merge`` undoes it.
+Accumulator rows and quads: in an m16n8k16 f32 accumulator the four lanes of a quad hold one row, each
+its columns in register order (``flashsim.warp.fragments.quad_columns``, from the PTX ISA's C table). A row
+of N values is therefore seen as (4, N / 4): ``quad_split`` puts each lane's values in its register order
+and ``quad_merge`` undoes it.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -21,11 +23,10 @@ import numpy as np
 
 from flashsim.errors import bad_argument
 from flashsim.numerics import cvt
+from flashsim.warp.fragments import quad_columns
 
-SIGN = np.uint32(0x80000000)
 NEG_INF = np.uint32(0xFF800000)
 POS_INF = np.uint32(0x7F800000)
-ZERO = np.uint32(0)
 
 #: the cvt that turns an f32 accumulator into the kernel's 16-bit element type
 _NARROW = {"float16": "cvt.rn.f16.f32", "bfloat16": "cvt.rn.bf16.f32"}
@@ -33,31 +34,25 @@ _WIDEN = {"float16": "cvt.f32.f16", "bfloat16": "cvt.f32.bf16"}
 MMA_TYPE = {"float16": "f16", "bfloat16": "bf16"}
 
 
-def f32(value: float | np.float32, shape=()) -> np.ndarray:
-    """An array of ``shape`` filled with the f32 bit pattern of ``value``."""
-    return np.full(shape, np.float32(value).view(np.uint32), np.uint32)
-
-
-def bits(value) -> np.uint32:
-    """The f32 bit pattern of a float32 scalar."""
-    return np.float32(value).view(np.uint32)
-
-
 def quad_split(x: np.ndarray) -> np.ndarray:
-    """(..., N) accumulator row -> (..., 4, N // 4): lane t's values in its register order."""
+    """(..., N) accumulator row -> (..., 4, N // 4): lane t's values in its register order (``quad_columns``)."""
     n = x.shape[-1]
     if n % 8:
         raise bad_argument("x", x.shape, "an accumulator row has a multiple of 8 columns")
-    # column 8n + 2t + j -> (n, t, j) -> (t, n, j)
-    y = x.reshape(*x.shape[:-1], n // 8, 4, 2)
-    return np.ascontiguousarray(np.moveaxis(y, -2, -3)).reshape(*x.shape[:-1], 4, n // 4)
+    return np.take(x, quad_columns(n), axis=-1)
 
 
 def quad_merge(x: np.ndarray) -> np.ndarray:
     """Inverse of ``quad_split``: (..., 4, N // 4) -> (..., N)."""
-    n4 = x.shape[-1]
-    y = x.reshape(*x.shape[:-2], 4, n4 // 2, 2)
-    return np.ascontiguousarray(np.moveaxis(y, -3, -2)).reshape(*x.shape[:-2], 4 * n4)
+    return np.take(x.reshape(*x.shape[:-2], -1), _quad_positions(4 * x.shape[-1]), axis=-1)
+
+
+@functools.lru_cache(maxsize=None)
+def _quad_positions(n: int) -> np.ndarray:
+    """Where column c of an accumulator row lies in its ``quad_split`` form (flattened)."""
+    pos = np.empty(n, np.int64)
+    pos[quad_columns(n).reshape(-1)] = np.arange(n)
+    return pos
 
 
 XOR = {m: np.arange(4) ^ m for m in (1, 2)}  # __shfl_xor_sync partners within a quad

@@ -15,7 +15,8 @@ the cubin that ``flashsim.kernels.sources.interpreted_module`` builds) or on the
 after a sha256 check), and returns numpy (out, lse). Each kernel is one :class:`ExtraKernel` of
 ``EXTRA_KERNELS``, whose ``params`` list its parameters as the .cu declares them.
 Outputs start filled with NaN, so an element a kernel forgets to write cannot pass for a result.
-``random_problem(kernel, seed)`` draws a seeded problem in a kernel's domain; ``reference(problem)`` gives
+``random_problem(kernel, seed)`` draws a seeded problem in a kernel's domain (``draw_params``, through the
+``pick`` interface of flashsim.kernels.problems); ``reference(problem)`` gives
 the float64 truth and flash-attn's low-precision comparison output (``flashsim.attention``).
 """
 
@@ -29,10 +30,11 @@ import numpy as np
 
 from flashsim.attention import DTYPES, attention_lowp, attention_reference, check_args
 from flashsim.errors import bad_argument
+from flashsim.kernels.problems import Pick, rng_pick
 from flashsim.kernels.sources import interpreted_module
 
-__all__ = ["BACKENDS", "EXTRA_KERNELS", "ExtraKernel", "Problem", "cubin_sha256", "function_names", "make_problem",
-           "module", "random_problem", "reference", "run"]
+__all__ = ["BACKENDS", "EXTRA_KERNELS", "ExtraKernel", "Problem", "cubin_sha256", "draw_params", "function_names",
+           "make_problem", "module", "random_problem", "reference", "run"]
 
 BACKENDS = ("interp", "gpu")
 _DEFAULT_SMEM = 48 * 1024  # dynamic smem usable without opting in
@@ -346,29 +348,42 @@ def make_problem(kernel: str, seed: int, *, seqlens_q, seqlens_k, heads: int = 1
     return Problem(kernel, seed, q, k, v, bool(causal))
 
 
-def random_problem(kernel: str, seed: int, *, max_seqlen: int | None = None, dtype: str | None = None,
-                   headdim: int | None = None, causal: bool | None = None) -> Problem:
-    """A seeded random problem in ``kernel``'s domain; seqlens are mostly not multiples of the tiles.
+def draw_params(pick: Pick, kernel: str, *, max_seqlen: int | None = None, dtype: str | None = None,
+                headdim: int | None = None, causal: bool | None = None) -> dict:
+    """The keyword arguments of :func:`make_problem` (all but the seed) for one problem in ``kernel``'s
+    domain, every choice made through ``pick(name, options)``: the interface of
+    ``flashsim.kernels.problems.draw_params``, so one definition serves a seeded generator
+    (``problems.rng_pick``) and hypothesis (``flashsim.strategies.extra_cases``, which shrinks).
 
     attn_regs: batch 1-2, heads 1-2, seqlens 1..max_seqlen (default 150), d 64 or 128. attn_spill: batch 1-2,
     heads 1-2, seqlen_q 1..max_seqlen (default 150), seqlen_k 1..min(max_seqlen, 80), d 64. attn_varlen:
     1-4 sequences of len_q and len_k 0..max_seqlen (default 100; zero lengths included), heads 1-2, d 64.
-    dtype, headdim and causal are drawn unless given. Values are standard normal.
-    """
+    dtype, headdim and causal are drawn unless given."""
     spec = _spec(kernel)
-    rng = np.random.default_rng([seed, sorted(EXTRA_KERNELS).index(kernel)])
-    kw = dict(dtype=dtype or str(rng.choice(spec.dtypes)), headdim=headdim or int(rng.choice(spec.headdims)),
-              causal=bool(rng.integers(2)) if causal is None else bool(causal), heads=int(rng.integers(1, 3)))
+    p = dict(dtype=dtype or pick("dtype", spec.dtypes), headdim=headdim or pick("headdim", spec.headdims),
+             causal=pick("causal", (False, True)) if causal is None else bool(causal), heads=pick("heads", (1, 2)))
     if spec.varlen:
         top = max_seqlen or 100
-        n = int(rng.integers(1, 5))
-        return make_problem(kernel, seed, seqlens_q=rng.integers(0, top + 1, n).tolist(),
-                            seqlens_k=rng.integers(0, top + 1, n).tolist(), **kw)
+        n = pick("sequences", range(1, 5))
+        p["seqlens_q"] = [pick(f"len_q{i}", range(top + 1)) for i in range(n)]
+        p["seqlens_k"] = [pick(f"len_k{i}", range(top + 1)) for i in range(n)]
+        return p
     top = max_seqlen or 150
-    batch = int(rng.integers(1, 3))
-    sq = int(rng.integers(1, top + 1))
-    sk = int(rng.integers(1, min(top, spec.max_random_seqlen_k or top) + 1))
-    return make_problem(kernel, seed, seqlens_q=[sq] * batch, seqlens_k=[sk] * batch, **kw)
+    batch = pick("batch", (1, 2))
+    sq = pick("seqlen_q", range(1, top + 1))
+    sk = pick("seqlen_k", range(1, min(top, spec.max_random_seqlen_k or top) + 1))
+    p["seqlens_q"], p["seqlens_k"] = [sq] * batch, [sk] * batch
+    return p
+
+
+def random_problem(kernel: str, seed: int, *, max_seqlen: int | None = None, dtype: str | None = None,
+                   headdim: int | None = None, causal: bool | None = None) -> Problem:
+    """A seeded random problem in ``kernel``'s domain (:func:`draw_params` on a generator seeded by ``seed``
+    and the kernel); seqlens are mostly not multiples of the tiles. Values are standard normal."""
+    _spec(kernel)
+    pick = rng_pick(np.random.default_rng([seed, sorted(EXTRA_KERNELS).index(kernel)]))
+    return make_problem(kernel, seed, **draw_params(pick, kernel, max_seqlen=max_seqlen, dtype=dtype,
+                                                    headdim=headdim, causal=causal))
 
 
 def reference(p: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

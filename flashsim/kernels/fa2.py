@@ -22,12 +22,16 @@ The SASS below is what nvcc 13.0 emits for fa2.cu with ``--use_fast_math`` for s
 
 CTAs that share the grid's m_block share the KV range, masks and step count; a batch may mix m_blocks: each
 CTA carries its own n_block per step and leaves the batch when its range is done. Values are kept per CTA
-as (rows, columns) tiles; ``flashsim.trace.record`` maps them to each lane's registers (the mma fragment
-layouts) at every FS_TRACE point of fa2.cu, so a twin run records the events the traced CUDA build does.
+as (rows, columns) tiles of f32 :class:`flashsim.numerics.cfloat.Float` under ``--use_fast_math`` (so each
+line of the softmax reads as fa2.cu's and runs the instructions above); ``flashsim.trace.record`` maps them to
+each lane's registers (the mma fragment layouts) at every FS_TRACE point of fa2.cu, so a twin run records the
+events the traced CUDA build does.
 
 The tiles (kBlockM, kBlockN) come from the kernel's spec (flashsim.kernels.spec: "fa2" and its other
-configuration "fa2_sm8x") through :class:`Problem`. The arithmetic of a row does not depend on kBlockM;
-the KV range of an m_block and the number of masked steps do.
+configurations "fa2_sm8x" and "fa2_chunked") through :class:`Problem`. The arithmetic of a row does not
+depend on kBlockM; the KV range of an m_block and the number of masked steps do. ``Problem.attention_chunk``
+(fa2.cu's kChunked instances, "fa2_chunked"): FlashAttention-3's chunked attention, which narrows the KV
+range to the chunks of the CTA's rows and masks every step, each row to its own chunk.
 """
 
 from __future__ import annotations
@@ -40,21 +44,20 @@ import numpy as np
 from flashsim.errors import bad_argument
 from flashsim.kernels.spec import fa2_smem_layout as smem_layout  # noqa: F401 (the layout smem_off computes)
 from flashsim.kernels.spec import get
-from flashsim.kernels.common import (MMA_TYPE, NEG_INF, POS_INF, SIGN, XOR, ZERO, CtaJob, bits, f32, narrow,
-                                     quad_merge, quad_split, run_job)
-from flashsim.numerics import fp32, sfu
+from flashsim.kernels.common import MMA_TYPE, NEG_INF, POS_INF, XOR, CtaJob, narrow, quad_merge, quad_split, run_job
+from flashsim.numerics.cfloat import FAST_MATH as F  # fa2.cu is built with --use_fast_math
+from flashsim.numerics.cfloat import __logf, exp2f, fmaxf, fmul_rn, tanh_approx, where
 from flashsim.numerics.mma import gemm
+from flashsim.swizzle import cute_swizzle
 from flashsim.trace.record import acc_index, active, quad_index
 from flashsim.trace.spec import array_names
-
-_LN2 = np.uint32(0x3F317218)  # 0.69314718246459960938, the constant of __logf
 
 
 def smem_offset(r, c, rows: int) -> np.ndarray:
     """The element offset fa2.cu's ``smem_off<rows>(r, c)`` computes (equal to ``smem_layout``)."""
     r, c = np.asarray(r), np.asarray(c)
-    x = 512 * (r // 8 + (rows // 8) * (c // 64)) + 64 * (r % 8) + c % 64
-    return x ^ ((x >> 3) & 0x38)
+    x = 512 * (r // 8 + (rows // 8) * (c // 64)) + 64 * (r % 8) + c % 64  # the (8, 64) atoms, column-major
+    return cute_swizzle(x, 3, 3, 3)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,12 @@ class Problem:
     block_n: int          # kBlockN: keys of a KV step
     warps: int            # warps of a CTA: warp w owns rows 16 w + 16 warps m + (0..15)
     fma_rescale: bool = True  # l *= c contracted into the first add (flashsim.kernels.spec.Tiles)
+    attention_chunk: int = 0  # C of the kChunked instances (FA3's attention_chunk), 0: off
+
+    @property
+    def local_mask(self) -> bool:
+        """fa2.cu's FA2_LOCAL_MASK: a local window or a chunk, so that every KV step is masked."""
+        return self.is_local or self.attention_chunk > 0
 
     @property
     def rows_per_m(self) -> int:
@@ -108,11 +117,16 @@ class Problem:
         if self.is_causal or self.is_local:
             hi = np.minimum(hi, _cdiv_trunc((m_block + 1) * self.block_m + self.seqlen_k - self.seqlen_q
                                             + self.window_right + bn - 1, bn))
+        if self.attention_chunk > 0:  # FA3's block.h: the chunk of the first row to the chunk of the last
+            c = self.attention_chunk
+            lo = np.maximum(lo, _cdiv_trunc((m_block * self.block_m + self.seqlen_k - self.seqlen_q) // c * c, bn))
+            end = ((m_block + 1) * self.block_m + self.seqlen_k - self.seqlen_q - 1) // c * c + c
+            hi = np.minimum(hi, _cdiv_trunc(end + bn - 1, bn))
         return lo, hi
 
     @property
     def n_masking_steps(self) -> int:
-        if not self.is_causal and not self.is_local:
+        if not self.is_causal and not self.local_mask:
             return 1
         steps = -(-self.block_m // self.block_n)
         return steps if self.even_mn else steps + 1
@@ -134,7 +148,8 @@ def problem(inst, args) -> Problem:
                    scale_softmax_log2=np.float32(args.params_scale_softmax_log2),
                    softcap=np.float32(args.params_softcap), window_left=int(left), window_right=int(right),
                    is_causal=bool(args.is_causal), is_local=bool(args.is_local), block_m=inst.block_m,
-                   block_n=inst.block_n, warps=inst.spec.warps, fma_rescale=inst.fma_rescale)
+                   block_n=inst.block_n, warps=inst.spec.warps, fma_rescale=inst.fma_rescale,
+                   attention_chunk=int(args.attention_chunk))
 
 
 def problem_from_args(args, kernel: str = "fa2") -> Problem:
@@ -167,7 +182,7 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
     g = idx.size
     rows = m_block[:, None] * bm + np.arange(bm)[None, :]                             # (g, bm)
     row_ok = rows < pb.seqlen_q
-    empty = hi <= lo if (pb.is_causal or pb.is_local or not pb.even_mn) else np.zeros(g, bool)
+    empty = hi <= lo if (pb.is_causal or pb.local_mask or not pb.even_mn) else np.zeros(g, bool)
     if rec is not None:
         rec.event("empty", idx[empty])
         rec.event("load_q", idx[~empty])
@@ -181,7 +196,7 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
     acc_o = np.zeros((g, bm, d), np.uint32)
     row_max = np.zeros((g, bm, 4), np.uint32)
     row_sum = np.zeros((g, bm, 4), np.uint32)
-    scale_log2 = bits(pb.scale_softmax_log2)
+    scale_log2 = pb.scale_softmax_log2
     live = ~empty
     n_block = hi - 1
     cols = np.arange(bn)
@@ -209,8 +224,8 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
         if rec is not None:
             rec.event("mma_qk", ids, (s, mp["acc_s"]))
         if pb.softcap > 0:
-            s = sfu.tanh_approx_f32(fp32.mul(s, f32(pb.softcap, s.shape), ftz=True))
-        if (masking and (pb.is_causal or pb.is_local or not pb.even_mn)) or (not masking and pb.is_local):
+            s = tanh_approx(F(s) * pb.softcap).bits
+        if (masking and (pb.is_causal or pb.local_mask or not pb.even_mn)) or (not masking and pb.local_mask):
             r = rows[act][:, :, None]
             c = keys[:, None, :]
             right = np.full(r.shape, pb.seqlen_k, np.int64)
@@ -220,62 +235,55 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
                     right = np.minimum(pb.seqlen_k, r + 1 + pb.seqlen_k - pb.seqlen_q + pb.window_right)
                 if pb.is_local and pb.window_left >= 0:
                     left = np.maximum(0, r + pb.seqlen_k - pb.seqlen_q - pb.window_left)
+            if pb.attention_chunk > 0:  # the row's chunk [start, start + C) bounds both sides
+                start = (r + pb.seqlen_k - pb.seqlen_q) // pb.attention_chunk * pb.attention_chunk
+                left, right = np.maximum(left, start), np.minimum(right, start + pb.attention_chunk)
             s = np.where((c >= right) | (c < left), NEG_INF, s).astype(np.uint32)
         if rec is not None:
             rec.event("mask", ids, (s, mp["acc_s"]))
             rec.event("load_k", ids[nb > lo[act]])
-        sv = quad_split(s)                                                              # (a, bm, 4, bn/4)
+        sv = F(quad_split(s))                                                           # (a, bm, 4, bn/4)
         n_v = sv.shape[-1]
-        prev = row_max[act]
-        ao = acc_o[act]
-        mx = sv[..., 0] if first else fp32.fmax(prev, np.ascontiguousarray(sv[..., 0]), ftz=True)
+        prev, ao = F(row_max[act]), F(acc_o[act])
+        mx = sv[..., 0] if first else fmaxf(prev, sv[..., 0])
         for c_ in range(1, n_v):
-            mx = fp32.fmax(mx, np.ascontiguousarray(sv[..., c_]), ftz=True)
+            mx = fmaxf(mx, sv[..., c_])
         for x in (2, 1):
-            mx = fp32.fmax(mx, mx[..., XOR[x]], ftz=True)
-        scale = np.full(mx.shape, scale_log2, np.uint32)
+            mx = fmaxf(mx, mx[..., XOR[x]])
         if not first:
-            check_inf = (pb.is_causal or pb.is_local) if masking else pb.is_local
-            cur = np.where(mx == NEG_INF, ZERO, mx).astype(np.uint32) if check_inf else mx
-            c = sfu.ex2_approx_f32(fp32.mul(fp32.add(prev, cur ^ SIGN, ftz=True), scale, ftz=True), ftz=True)
-            ao = fp32.mul(ao, np.repeat(c[..., :1], d, axis=-1), ftz=True)
-        max_scaled = np.where(mx == NEG_INF, ZERO, fp32.mul(mx, scale, ftz=True)).astype(np.uint32)
-        p = sfu.ex2_approx_f32(fp32.fma(sv, np.full(sv.shape, scale_log2, np.uint32),
-                                        np.broadcast_to((max_scaled ^ SIGN)[..., None], sv.shape).copy(), ftz=True),
-                               ftz=True)
+            check_inf = (pb.is_causal or pb.local_mask) if masking else pb.local_mask
+            cur = where(mx == -np.inf, 0.0, mx) if check_inf else mx
+            c = exp2f((prev - cur) * scale_log2)
+            ao = ao * c[..., :1]
+        max_scaled = where(mx == -np.inf, 0.0, mx * scale_log2)
+        p = exp2f(sv * scale_log2 - max_scaled[..., None])
         if first:
-            sm = fp32.add(np.ascontiguousarray(p[..., 0]), np.ascontiguousarray(p[..., 1]), ftz=True)
+            sm = p[..., 0] + p[..., 1]
         else:
-            if pb.fma_rescale:
-                sm = fp32.fma(c, row_sum[act], np.ascontiguousarray(p[..., 0]), ftz=True)
-            else:
-                sm = fp32.add(fp32.mul(c, row_sum[act], ftz=True), np.ascontiguousarray(p[..., 0]), ftz=True)
-            sm = fp32.add(sm, np.ascontiguousarray(p[..., 1]), ftz=True)
+            rescaled = c * F(row_sum[act]) if pb.fma_rescale else fmul_rn(c, F(row_sum[act]))
+            sm = rescaled + p[..., 0] + p[..., 1]
         for c_ in range(2, n_v):
-            sm = fp32.add(sm, np.ascontiguousarray(p[..., c_]), ftz=True)
+            sm = sm + p[..., c_]
         if rec is not None:
-            rec.event("softmax", ids, (mx, mp["row"]), (sm, mp["row"]), (p, mp["p"]), (ao, mp["acc_o"]))
-        row_max[act] = mx
-        row_sum[act] = sm
-        ao = gemm(narrow(quad_merge(p), pb.dtype), vb, ao, atype=mt)
+            rec.event("softmax", ids, (mx.bits, mp["row"]), (sm.bits, mp["row"]), (p.bits, mp["p"]),
+                      (ao.bits, mp["acc_o"]))
+        row_max[act] = mx.bits
+        row_sum[act] = sm.bits
+        ao = gemm(narrow(quad_merge(p.bits), pb.dtype), vb, ao.bits, atype=mt)
         if rec is not None:
             rec.event("mma_pv", ids, (ao, mp["acc_o"]))
         acc_o[act] = ao
         n_block[act] -= 1
 
     # normalize_softmax_lse
-    sm = row_sum
+    sm = F(row_sum)
     for x in (2, 1):
-        sm = fp32.add(sm, sm[..., XOR[x]], ftz=True)
-    sm = np.ascontiguousarray(sm[..., 0])
-    ftz_zero = (sm & np.uint32(0x7F800000)) == 0                                         # zero or subnormal
-    is_nan = ((sm & np.uint32(0x7F800000)) == np.uint32(0x7F800000)) & ((sm & np.uint32(0x7FFFFF)) != 0)
-    empty_row = ftz_zero | is_nan
-    inv = np.where(empty_row, bits(1.0), sfu.rcp_approx_f32(sm, ftz=True)).astype(np.uint32)
-    logs = fp32.mul(sfu.lg2_approx_f32(sm, ftz=True), np.full(sm.shape, _LN2, np.uint32), ftz=True)
-    lse_v = fp32.fma(np.ascontiguousarray(row_max[..., 0]), f32(pb.scale_softmax, sm.shape), logs, ftz=True)
-    lse_v = np.where(empty_row, POS_INF, lse_v).astype(np.uint32)
-    acc_o = fp32.mul(acc_o, np.repeat(inv[..., None], d, axis=-1), ftz=True)
+        sm = sm + sm[..., XOR[x]]
+    sm = sm[..., 0]
+    empty_row = (sm == 0.0) | (sm != sm)                                            # FSETP.NE.FTZ: subnormals too
+    inv = where(empty_row, 1.0, 1.0 / sm)
+    lse_v = where(empty_row, np.inf, F(row_max)[..., 0] * pb.scale_softmax + __logf(sm)).bits
+    acc_o = (F(acc_o) * inv[..., None]).bits
     if rec is not None:
         full = np.nonzero(~empty)[0]
         lse_f, acc_f = np.ascontiguousarray(lse_v[full]), np.ascontiguousarray(acc_o[full])
@@ -385,6 +393,8 @@ def launch_args(inst, args, q, k, v, xp):
               np.int32(pb.heads_k), np.float32(pb.scale_softmax), np.float32(pb.scale_softmax_log2),
               np.float32(pb.softcap), np.int32(pb.window_left), np.int32(pb.window_right),
               np.int32(pb.is_causal), np.int32(pb.is_local))
+    if "chunk" in inst.spec.features:  # the kChunked entry points take attention_chunk last
+        params += (np.int32(pb.attention_chunk),)
 
     def fetch():
         out = np.ascontiguousarray(xp.asnumpy(d_o)[..., :args.headdim]).view(args.np_dtype)

@@ -2,11 +2,12 @@
 in the same order, on the same values, for every warp of the grid at once.
 
 Each floating-point step below names the SASS that nvcc (CUDA 13.0, sm_90, -ftz=true as cupy's NVRTC
-compiles it) emits for it, read with ``cuobjdump -sass``. v6 differs from v5 only in shared-memory
-addresses, so both kernels have this one twin. The state is batched by warp tile ((warp tiles, 16 rows,
-...) arrays, 4 consecutive tiles per CTA); the values ldmatrix, the smem staging tiles and the
-shuffles move are taken from those arrays in the order the instructions combine them, and
-``flashsim.trace.record`` reads each lane's registers out of them at every FS_TRACE point of
+compiles it) emits for it, read with ``cuobjdump -sass``; the f32 values are
+:class:`flashsim.numerics.cfloat.Float` under ``-ftz=true``, so each line reads as fa_v5.cu's. v6 differs
+from v5 only in shared-memory addresses, so both kernels have this one twin. The state is batched by warp
+tile ((warp tiles, 16 rows, ...) arrays, 4 consecutive tiles per CTA); the values ldmatrix, the smem
+staging tiles and the shuffles move are taken from those arrays in the order the instructions combine
+them, and ``flashsim.trace.record`` reads each lane's registers out of them at every FS_TRACE point of
 fa_v5.cu (the same events the traced CUDA build records). The bank report comes from running the kernel's
 own cubin in the SASS interpreter (``flashsim check``). The CTA (4 warps of 16 query rows) and the 16-key KV
 tile come from the kernels' specs (flashsim.kernels.spec).
@@ -18,30 +19,19 @@ import numpy as np
 
 from flashsim.errors import bad_argument
 from flashsim.kernels.spec import get
-from flashsim.numerics import cvt, fp32, sfu
+from flashsim.numerics import cvt
+from flashsim.numerics.cfloat import FTZ as F  # fa_v5.cu: cupy's NVRTC -ftz=true, no fast math
+from flashsim.numerics.cfloat import __expf, fmaxf, where
 from flashsim.numerics.mma import mma_m16n8k16
-from flashsim.trace.record import active, reg_index
+from flashsim.trace.record import active, reg_index, tiled_index
 from flashsim.trace.spec import array_names
+from flashsim.warp.fragments import fragment
 
-_LOG2E = np.uint32(0x3FB8AA3B)  # 1.4426950216293334961, the constant of __expf
-_INIT_M = np.float32(-1e20).view(np.uint32)
-
-
-def _expf(x):
-    """``__expf`` under -ftz=true: FMUL.FTZ t, x, log2(e); MUFU.EX2 t, t."""
-    return sfu.mufu_ex2(fp32.mul(x, np.full_like(x, _LOG2E), ftz=True))
-
-
-def _sub(a, b):
-    """FADD.FTZ r, a, -b."""
-    return fp32.add(a, b ^ np.uint32(0x80000000), ftz=True)
+_INIT_M = np.float32(-1e20)
 
 
 def _maps(d: int):
     """Where each traced register lives in this twin's per-CTA arrays (4 warp tiles each)."""
-
-    def c16(w, lane, r):  # a 16x16 f16 C tile as uint32 pairs (16, 8): {c0,c1} row g, {c2,c3} cols 8..15
-        return w * 128 + (lane // 4 + 8 * (r % 2)) * 8 + lane % 4 + 4 * (r // 2)
 
     def group(w, lane, r):  # pass r of the softmax: row 2r + lane / 16, column lane % 16 of a (16, 16) tile
         return w * 256 + (2 * (r % 8) + lane // 16) * 16 + lane % 16
@@ -49,7 +39,9 @@ def _maps(d: int):
     def ml(w, lane, r):  # lane < 16 holds row lane's {m, l}
         return np.where(lane < 16, w * 16 + lane, -1) + 0 * r
 
-    out = dict(rc=reg_index(4, c16), md=reg_index(8, group), ml=reg_index(1, ml))
+    # rc: the 16x16 f16 C tile (two n-tiles of the m16n8 C .f16 table) of warp w, as uint32 pairs (16, 8)
+    out = dict(rc=tiled_index(fragment("mma.m16n8k16", "C", "f16"), 0, 1, 2, 8, per=2), md=reg_index(8, group),
+               ml=reg_index(1, ml))
     for kk in range(0, d, 16):
         out[kk] = reg_index(8, lambda w, lane, r, kk=kk: w * 16 * d + (2 * r + lane // 16) * d + kk + lane % 16)
     return out
@@ -69,14 +61,14 @@ def forward(q, k, v, softmax_scale, rec=None, progress=None, kernel: str = "v5")
     rows, kv = inst.block_m, inst.block_n  # 4 warps x 16 rows, 16 keys: the 16 x 16 tiles below
     if n % rows or m % kv:
         raise bad_argument("q.shape", q.shape, f"{kernel} needs N % {rows} and M % {kv} == 0")
-    scale = np.uint32(np.float32(softmax_scale).view(np.uint32))
+    scale = np.float32(softmax_scale)
     t = b * h * (n // 16)                                   # one 16-row warp tile each
     qt = q.reshape(b, h, n // 16, 16, d).reshape(t, 16, d)
     kt = np.repeat(k.reshape(b * h, m, d), n // 16, axis=0)  # the (batch, head) K of each warp tile
     vt = np.repeat(v.reshape(b * h, m, d), n // 16, axis=0)
     o = np.zeros((t, 16, d), np.uint16)                     # O starts at zero in global memory
-    prev_m = np.full((t, 16), _INIT_M, np.uint32)           # init_ml: {m, l} = {-1e20, 0}
-    prev_l = np.zeros((t, 16), np.uint32)
+    prev_m = F.full((t, 16), _INIT_M)                       # init_ml: {m, l} = {-1e20, 0}
+    prev_l = F.full((t, 16), 0.0)
     lane = np.arange(16)
     ctas = np.arange(t // 4)
     rec = active(rec, ctas)
@@ -101,35 +93,29 @@ def forward(q, k, v, softmax_scale, rec=None, progress=None, kernel: str = "v5")
             event("load_kv")
             event("mma_qk", (s.view(np.uint32), mp["rc"]))
             event("store_s")
-        # softmax: x = h2f(S) * scale (FMUL.FTZ), {m, d} = {x, 1}, butterfly over 16 lanes (xor 8, 4, 2, 1)
-        sf = cvt.cvt("cvt.f32.f16", s)                                       # HADD2.F32: exact
-        x = fp32.mul(sf, np.full_like(sf, scale), ftz=True)
-        vm, vd = x, np.full_like(x, np.float32(1.0).view(np.uint32))
+        # softmax: {m, d} = {h2f(S) * scale, 1} (HADD2.F32 is exact; FMUL.FTZ), md_allreduce16 over 16 lanes
+        sf = F(cvt.cvt("cvt.f32.f16", s))
+        vm, vd = sf * scale, F.full(sf.shape, 1.0)
         for mask in (8, 4, 2, 1):
             om, od = vm[..., lane ^ mask], vd[..., lane ^ mask]             # SHFL.BFLY
-            mm = fp32.fmax(vm, om, ftz=True)                                 # FMNMX.FTZ
-            e_self, e_other = _expf(_sub(vm, mm)), _expf(_sub(om, mm))
-            # FMUL.FTZ t, other_d, e_other ; FFMA.FTZ d, d, e_self, t
-            vd = fp32.fma(vd, e_self, fp32.mul(od, e_other, ftz=True), ftz=True)
+            mm = fmaxf(vm, om)
+            vd = vd * __expf(vm - mm) + od * __expf(om - mm)                # FMUL.FTZ od, e ; FFMA.FTZ vd, e, t
             vm = mm
-        # P = f2h(__expf(h2f(S) * scale - tile.m)): FFMA.FTZ, FMUL.FTZ, MUFU.EX2, F2FP.F16 (rn)
-        tile_m = vm[..., 0]
-        arg = fp32.fma(sf, np.full_like(sf, scale), np.broadcast_to((tile_m ^ np.uint32(0x80000000))[..., None], sf.shape).copy(), ftz=True)
-        p = cvt.cvt("cvt.rn.f16.f32", _expf(arg))
+        # P = f2h(__expf(h2f(S) * scale - tile.m)): FFMA.FTZ, then __expf (FMUL.FTZ, MUFU.EX2), F2FP.F16 (rn)
+        p = cvt.cvt("cvt.rn.f16.f32", __expf(sf * scale - vm[..., :1]).bits)
         if rec is not None:
-            event("softmax", (vm, mp["md"]), (vd, mp["md"]), (p, mp["md"]))
+            event("softmax", (vm.bits, mp["md"]), (vd.bits, mp["md"]), (p, mp["md"]))
         tile_m, tile_l = vm[..., 0], vd[..., 0]                              # lane 0 of each group stores
-        # md_merge(prev, tile): FSETP.GT.FTZ prev.m > tile.m ; FSELs ; FADD.FTZ ; __expf ; FFMA.FTZ
-        prev_wins = prev_m.view(np.float32) > tile_m.view(np.float32)
-        big_m, small_m = np.where(prev_wins, prev_m, tile_m), np.where(prev_wins, tile_m, prev_m)
-        big_l, small_l = np.where(prev_wins, prev_l, tile_l), np.where(prev_wins, tile_l, prev_l)
-        new_m = big_m
-        new_l = fp32.fma(small_l, _expf(_sub(small_m, big_m)), big_l, ftz=True)
-        # mma_pv and update_o per 16-wide slice of d
-        e_prev = _expf(_sub(prev_m, new_m))[..., None]
-        e_tile = _expf(_sub(tile_m, new_m))[..., None]
-        inv_l = sfu.rcp_rn_f32(new_l)[..., None]                             # 1.0f / l (IEEE; l >= 1)
-        t1 = fp32.mul(e_prev, prev_l[..., None], ftz=True)                   # FMUL.FTZ e_prev, prev.d
+        # md_merge(prev, tile): FSETP.GT.FTZ, FSELs, big.d + small.d * __expf(small.m - big.m) (FFMA.FTZ)
+        prev_wins = prev_m > tile_m
+        big_m, small_m = where(prev_wins, prev_m, tile_m), where(prev_wins, tile_m, prev_m)
+        big_l, small_l = where(prev_wins, prev_l, tile_l), where(prev_wins, tile_l, prev_l)
+        new_m, new_l = big_m, big_l + small_l * __expf(small_m - big_m)
+        # update_o per 16-wide slice of d: f2h(inv_l * (prev.d * e_prev * h2f(O) + e_tile * h2f(PV)))
+        e_prev = __expf(prev_m - new_m)[..., None]
+        e_tile = __expf(tile_m - new_m)[..., None]
+        inv_l = (1.0 / new_l)[..., None]                                     # rcp.rn.ftz (l >= 1: never flushed)
+        prev_d = prev_l[..., None] * e_prev                                  # FMUL.FTZ, once per step
         vj = vt[:, j:j + 16, :]
         for kk in range(0, d, 16):
             pv = np.empty((t, 16, 16), np.uint16)
@@ -139,16 +125,12 @@ def forward(q, k, v, softmax_scale, rec=None, progress=None, kernel: str = "v5")
             if rec is not None:
                 event("mma_pv", (pv.view(np.uint32), mp["rc"]))
                 event("store_o")
-            old = cvt.cvt("cvt.f32.f16", o[:, :, kk:kk + 16])
-            t2 = fp32.mul(np.broadcast_to(e_tile, old.shape).copy(), cvt.cvt("cvt.f32.f16", pv), ftz=True)
-            r = fp32.fma(np.broadcast_to(t1, old.shape).copy(), old, t2, ftz=True)
-            r = fp32.mul(r, np.broadcast_to(inv_l, old.shape).copy(), ftz=True)
-            o[:, :, kk:kk + 16] = cvt.cvt("cvt.rn.f16.f32", r)
+            old, new = F(cvt.cvt("cvt.f32.f16", o[:, :, kk:kk + 16])), F(cvt.cvt("cvt.f32.f16", pv))
+            o[:, :, kk:kk + 16] = cvt.cvt("cvt.rn.f16.f32", (inv_l * (prev_d * old + e_tile * new)).bits)
             if rec is not None:
                 event("update_o", (o, mp[kk]))
         if rec is not None:
-            new_m, new_l = np.ascontiguousarray(new_m), np.ascontiguousarray(new_l)
-            event("next_ml", (new_m, mp["ml"]), (new_l, mp["ml"]))
+            event("next_ml", (new_m.bits, mp["ml"]), (new_l.bits, mp["ml"]))
         prev_m, prev_l = new_m, new_l                                        # next_ml
         if progress is not None:
             progress(j // kv + 1, m // kv)

@@ -8,7 +8,7 @@ Each step names the SASS nvcc 13.0 emits for it (sm_90, -ftz=true as cupy's NVRT
 - ``S *= scale``: FMUL.FTZ.
 - row max: FMNMX.FTZ from the running m over the lane's 16 values in register order, then with the
   lanes xor 1 and xor 2 (SHFL.BFLY).
-- ``c = expf(m - m_new)``: FADD.FTZ then expf's accurate sequence, all .FTZ (``cuda_math.expf(ftz=True)``).
+- ``c = expf(m - m_new)``: FADD.FTZ then expf's accurate sequence, all .FTZ.
 - ``l *= c; l += P...``: the multiply is contracted into the first add: FFMA.FTZ l, c, l, P0 (the spec's
   ``fma_rescale``; False: FMUL.FTZ then FADD.FTZ), then
   FADD.FTZ for the lane's 15 other values in register order.
@@ -17,9 +17,11 @@ Each step names the SASS nvcc 13.0 emits for it (sm_90, -ftz=true as cupy's NVRT
 - epilogue: l + shfl_xor(l, 1), then + shfl_xor(l, 2) (FADD.FTZ); ``1.0f / l``: rcp.rn.ftz.f32;
   ``O *= inv``: FMUL.FTZ; O -> 16 bits (F2FP).
 
-With a recorder (``flashsim.trace.record``) the twin records, at every FS_TRACE point of kernel1.cu,
-each lane's registers read out of its (rows, columns) tiles through the fragment layouts. The tiles (B_r
-query rows, B_c keys) and d come from the kernel's spec (flashsim.kernels.spec).
+The f32 values are :class:`flashsim.numerics.cfloat.Float` under cupy's ``-ftz=true``, so each line of
+the arithmetic reads as kernel1.cu's and runs the instructions listed. With a recorder
+(``flashsim.trace.record``) the twin records, at every FS_TRACE point of kernel1.cu, each lane's registers
+read out of its (rows, columns) tiles through the fragment layouts. The tiles (B_r query rows, B_c keys)
+and d come from the kernel's spec (flashsim.kernels.spec).
 """
 
 from __future__ import annotations
@@ -29,9 +31,10 @@ import functools
 import numpy as np
 
 from flashsim.errors import bad_argument
-from flashsim.kernels.common import MMA_TYPE, NEG_INF, SIGN, XOR, CtaJob, f32, narrow, quad_merge, quad_split, run_job
+from flashsim.kernels.common import MMA_TYPE, XOR, CtaJob, narrow, quad_merge, quad_split, run_job
 from flashsim.kernels.spec import get
-from flashsim.numerics import cuda_math, fp32, sfu
+from flashsim.numerics.cfloat import FTZ as F  # kernel1.cu: cupy's NVRTC -ftz=true, no fast math
+from flashsim.numerics.cfloat import expf, fmaxf, fmul_rn
 from flashsim.numerics.mma import gemm
 from flashsim.trace.record import acc_index, active, afrag_index, quad_index
 from flashsim.trace.spec import array_names
@@ -81,10 +84,9 @@ def _ctas(q, k, v, scale, dtype, tiles, idx, rec=None, hook=None):
     if rec is not None:
         rec.event("load_q", idx, (qt.view(np.uint32), mp["qf"]))
     mt = MMA_TYPE[dtype]
-    acc = np.zeros((g, br, d), np.uint32)
-    m = np.full((g, br, 4), NEG_INF, np.uint32)
-    l = np.zeros((g, br, 4), np.uint32)
-    scale = f32(scale, (g, br, bc))
+    acc = F(np.zeros((g, br, d), np.uint32))
+    m = F.full((g, br, 4), -np.inf)                                             # (g, B_r, 4): a quad's copies
+    l = F.full((g, br, 4), 0.0)
     for j in range(n // bc):
         if hook is not None:
             hook(idx, j, n // bc)
@@ -96,38 +98,34 @@ def _ctas(q, k, v, scale, dtype, tiles, idx, rec=None, hook=None):
         s = gemm(qt, np.ascontiguousarray(kj.transpose(0, 2, 1)), np.zeros((g, br, bc), np.uint32), atype=mt)
         if rec is not None:
             rec.event("mma_qk", idx, (s, mp["s"]))
-        s = quad_split(fp32.mul(s, scale, ftz=True))                            # (g, B_r, 4, B_c / 4)
+        s = F(quad_split(s)) * scale                                             # (g, B_r, 4, B_c / 4)
         m_new = m
-        for c in range(s.shape[-1]):
-            m_new = fp32.fmax(m_new, s[..., c], ftz=True)
+        for i in range(bc // 4):                                                # the lane's values in order
+            m_new = fmaxf(m_new, s[..., i])
         for x in (1, 2):
-            m_new = fp32.fmax(m_new, m_new[..., XOR[x]], ftz=True)
-        c_ = cuda_math.expf(fp32.add(m, m_new ^ SIGN, ftz=True), ftz=True)        # (g, B_r, 4): equal over the quad
-        acc = fp32.mul(acc, np.repeat(c_[..., :1], d, axis=-1), ftz=True)
-        p = cuda_math.expf(fp32.add(s, np.broadcast_to((m_new ^ SIGN)[..., None], s.shape).copy(), ftz=True), ftz=True)
-        if fma_rescale:
-            l = fp32.fma(c_, l, np.ascontiguousarray(p[..., 0]), ftz=True)
-        else:  # FMUL.FTZ then FADD.FTZ
-            l = fp32.add(fp32.mul(c_, l, ftz=True), np.ascontiguousarray(p[..., 0]), ftz=True)
-        for c in range(1, p.shape[-1]):
-            l = fp32.add(l, np.ascontiguousarray(p[..., c]), ftz=True)
+            m_new = fmaxf(m_new, m_new[..., XOR[x]])
+        c = expf(m - m_new)                                                     # equal over the quad
+        acc = acc * c[..., :1]
+        p = expf(s - m_new[..., None])
+        l = (c * l if fma_rescale else fmul_rn(c, l)) + p[..., 0]
+        for i in range(1, bc // 4):
+            l = l + p[..., i]
         m = m_new
-        pf = narrow(quad_merge(p), dtype)
+        pf = narrow(quad_merge(p.bits), dtype)
         if rec is not None:
-            rec.event("softmax", idx, (m, mp["row"]), (l, mp["row"]), (p, mp["p"]), (acc, mp["o"]),
-                      (pf.view(np.uint32), mp["pf"]))
+            rec.event("softmax", idx, (m.bits, mp["row"]), (l.bits, mp["row"]), (p.bits, mp["p"]),
+                      (acc.bits, mp["o"]), (pf.view(np.uint32), mp["pf"]))
             rec.event("load_v", idx)
-        acc = gemm(pf, vj, acc, atype=mt)
+        acc = F(gemm(pf, vj, acc.bits, atype=mt))
         if rec is not None:
-            rec.event("mma_pv", idx, (acc, mp["o"]))
+            rec.event("mma_pv", idx, (acc.bits, mp["o"]))
     for x in (1, 2):
-        l = fp32.add(l, l[..., XOR[x]], ftz=True)
-    inv = sfu.rcp_rn_ftz_f32(np.ascontiguousarray(l[..., 0]))
-    acc = fp32.mul(acc, np.repeat(inv[..., None], d, axis=-1), ftz=True)
+        l = l + l[..., XOR[x]]
+    acc = acc * (1.0 / l[..., :1])
     if rec is not None:
-        rec.event("normalize", idx, (l, mp["row"]), (acc, mp["o"]))
+        rec.event("normalize", idx, (l.bits, mp["row"]), (acc.bits, mp["o"]))
         rec.event("store_o", idx)
-    return narrow(acc, dtype)
+    return narrow(acc.bits, dtype)
 
 
 def cta_batch(params, inputs: dict, idx: np.ndarray, hook=None, rec=None) -> np.ndarray:

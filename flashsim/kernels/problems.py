@@ -11,7 +11,8 @@ shrinks); the values each parameter takes are the kernel's ``Domain`` (flashsim.
 - ``identical``: every key row equal (uniform attention) and every value row equal;
 - ``subnormal``: q, k, v scaled into the 16-bit format's subnormal range;
 - ``nan_inf``: one NaN in q, one +Inf in k and one -Inf in v (propagation as the hardware does it).
-Fully masked rows come from the masks: causal with seqlen_q > seqlen_k, and local windows.
+Fully masked rows come from the masks: causal with seqlen_q > seqlen_k, local windows, and chunks (a kernel
+with chunked attention also draws ``attention_chunk``, from its Domain).
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ def draw_params(pick: Pick, kernel: str) -> dict:
         p["window_size"] = (-1, -1)
     p["softcap"] = pick("softcap", SOFTCAPS) if "softcap" in spec.features else 0.0
     p["softmax_scale"] = pick("softmax_scale", (None, None, 0.05, 0.3))
+    if "chunk" in spec.features:  # drawn last: the other kernels' draws stay as they were
+        p["attention_chunk"] = _draw(pick, "attention_chunk", dom.attention_chunk)
     return p
 
 
@@ -94,7 +97,8 @@ class Case:
         p = self.params
         mask = "causal" if p["causal"] else (f"local{p['window_size']}" if p["window_size"] != (-1, -1) else "")
         extra = " ".join(x for x in (mask, f"softcap={p['softcap']}" if p["softcap"] else "",
-                                     f"scale={p['softmax_scale']}" if p["softmax_scale"] is not None else "") if x)
+                                     f"scale={p['softmax_scale']}" if p["softmax_scale"] is not None else "",
+                                     f"chunk={p['attention_chunk']}" if p.get("attention_chunk") else "") if x)
         return (f"{p['kernel']} {p['dtype']} b={p['batch']} h={p['heads']}/{p['heads_k']} sq={p['seqlen_q']} "
                 f"sk={p['seqlen_k']} d={p['headdim']} {p['kind']} seed={p['seed']} {extra}").rstrip()
 
@@ -129,6 +133,8 @@ def make_case(params: dict) -> Case:
         kwargs.update(causal=p["causal"], window_size=p["window_size"])
     if "softcap" in features:
         kwargs["softcap"] = p["softcap"]
+    if "chunk" in features:
+        kwargs["attention_chunk"] = p.get("attention_chunk", 0)
     return Case(params, q, k, v, kwargs)
 
 

@@ -28,7 +28,7 @@ import importlib
 import math
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Callable
 
@@ -45,6 +45,7 @@ FEATURES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "masks": ("causal or local masks", lambda a: a.is_causal or a.is_local),
     "softcap": ("softcap", lambda a: a.softcap > 0),
     "gqa": ("GQA/MQA", lambda a: a.heads != a.heads_k),
+    "chunk": ("chunked attention (attention_chunk)", lambda a: a.attention_chunk > 0),
 }
 #: sm_90: the most shared memory one CTA may have (227 KiB, after opting in above the 48 KiB default)
 SMEM_LIMIT = 227 * 1024
@@ -103,13 +104,15 @@ class Domain:
     takes. ``heads``: the kv heads, and with ``group`` (a kernel with GQA/MQA) the query heads per kv head
     (drawn after); without it heads == heads_k, drawn as 'heads'. ``seqlen_k`` None: seqlen_k == seqlen_q,
     drawn as 'seqlen'. Masks and softcap are drawn for a kernel that models them; a parameter with one
-    value is not drawn."""
+    value is not drawn. ``attention_chunk``: the chunk lengths drawn for a kernel with chunked attention
+    (0: off), None for every other kernel."""
 
     heads: tuple[int, ...]
     seqlen_q: tuple[int, ...]
     headdim: tuple[int, ...]
     group: tuple[int, ...] | None = None
     seqlen_k: tuple[int, ...] | None = None
+    attention_chunk: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,8 @@ class KernelSpec:
       headdim None, a multiple of 16, passed to the kernel);
     - ``smem(inst)``: the instance's dynamic smem buffers, in the order the .cu carves them;
     - ``features``: of :data:`FEATURES`, what the kernel models (a call asking for another is refused with
-      NotImplementedError naming it, as is an element type not in ``dtypes``);
+      NotImplementedError naming it, as is an element type not in ``dtypes``); a kernel with "chunk" takes
+      ``attention_chunk`` as its last launch parameter and its ``domain`` draws it;
     - ``acc``: the precision of its accumulators (flash-attn's acceptance rule compares against
       ``attention_lowp`` at it);
     - ``options``: NVRTC options of its build (cupy appends -ftz=true after any of them, so C++ float
@@ -236,6 +240,10 @@ class KernelSpec:
         if (d.group is not None) != ("gqa" in self.features):
             raise bad_argument("domain", d, f"kernel {self.name!r}: draw a GQA group (group=...) exactly when "
                                             "the kernel models GQA/MQA")
+        if (d.attention_chunk is not None) != ("chunk" in self.features) or not all(
+                isinstance(c, int) and c >= 0 for c in d.attention_chunk or ()):
+            raise bad_argument("domain", d, f"kernel {self.name!r}: draw chunk lengths >= 0 (attention_chunk=...) "
+                                            "exactly when the kernel models chunked attention")
         for hd in d.headdim:
             try:
                 self.instance_for_headdim(hd)
@@ -481,7 +489,7 @@ def get(name: str) -> KernelSpec:
 _FA2_DOMAIN = Domain(heads=(1, 2), group=(1, 2, 3), seqlen_q=(1, 7, 64, 100, 128, 129, 200, 256, 300),
                      seqlen_k=(1, 5, 32, 33, 64, 100, 128, 160, 257, 300), headdim=(8, 20, 32, 40, 64, 72, 96, 100, 128))
 _FA2 = dict(source="fa2.cu", twin="flashsim.kernels.fa2", smem=_fa2_smem, domain=_FA2_DOMAIN, pad_headdim=True,
-            features=frozenset(FEATURES), writes_lse=True, options=("--use_fast_math",))
+            features=frozenset({"masks", "softcap", "gqa"}), writes_lse=True, options=("--use_fast_math",))
 
 register(KernelSpec(
     name="fa2", entry="fa2_hdim{hdim}_{dtype}", tiles=(Tiles(64, 128, 64), Tiles(128, 128, 32)), **_FA2,
@@ -512,3 +520,14 @@ register(KernelSpec(
     config_of="fa2", **_FA2,
     doc="fa2 with flash-attn's sm8x tiles (Flash_fwd_kernel_traits of sm86/sm89: 64 x 64 at head dim 128, "
         "square for causal)"))
+# chunked attention (FA3's attention_chunk) in fa2.cu's kChunked instances, which take attention_chunk after
+# is_local; the tiles of flash-attn's sm80 traits without dropout (flash_fwd_launch_template.h:
+# run_mha_fwd_hdim64 and run_mha_fwd_hdim128 off sm8x)
+register(KernelSpec(
+    name="fa2_chunked", entry="fa2_chunked_hdim{hdim}_{dtype}",
+    tiles=(Tiles(64, 128, 128), Tiles(128, 128, 64)), config_of="fa2",
+    **{**_FA2, "features": _FA2["features"] | {"chunk"},
+       "domain": replace(_FA2_DOMAIN, attention_chunk=(0, 1, 7, 32, 48, 64, 100, 128, 200, 512))},
+    doc="fa2 with chunked attention (FlashAttention-3's attention_chunk: a query attends only the keys of its "
+        "chunk, with any causal/local window) and the tiles of flash-attn's sm80 traits (128 x 128 at head dim 64, "
+        "128 x 64 at 128)"))

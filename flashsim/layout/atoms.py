@@ -18,6 +18,7 @@ from flashsim.layout import layout as L
 from flashsim.layout.evaluate import evaluate
 from flashsim.layout.inttuple import C
 from flashsim.layout.layout import Layout
+from flashsim.warp.fragments import fragment
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,30 @@ def _L(shape, stride=None):
 
 _ = it._
 s = C
+
+
+def _derived(name, thr_shape, val_shape, table) -> Layout:
+    """The TV layout ``(thr_shape, val_shape)`` (CuTe's mode shapes, one level deep) whose strides are read off
+    ``table[thread, value] -> index`` (a fragment table of flashsim.warp.fragments) at the unit step of each
+    mode, checked against the whole table: the shapes are CuTe's, the element facts come from the one home of
+    the fragment tables."""
+    table = np.asarray(table, np.int64)
+    modes = []
+    for shape, axis in ((thr_shape, 0), (val_shape, 1)):
+        dims = shape if isinstance(shape, tuple) else (shape,)
+        steps, lin = [], 1
+        for d in dims:
+            unit = table[lin, 0] if axis == 0 else table[0, lin]
+            steps.append(s(int(unit - table[0, 0])))
+            lin *= d
+        sh = tuple(s(d) for d in dims)
+        modes.append((sh, tuple(steps)) if isinstance(shape, tuple) else (sh[0], steps[0]))
+    lay = _L((modes[0][0], modes[1][0]), (modes[0][1], modes[1][1]))
+    nt, nv = table.shape
+    got = evaluate(lay).reshape(nv, nt).T if int(L.size(lay)) == table.size else None
+    if got is None or not np.array_equal(got, table):
+        raise bad_argument("table", name, f"no layout of shape ({thr_shape}, {val_shape}) has these fragments")
+    return lay
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,30 +144,45 @@ def _ldsm(name, src, dst, ptx):
     return CopyOp(name, _L(s(32)), src, dst, dst, ptx)
 
 
-# ldmatrix (PTX ISA "Warp-level matrix load instruction: ldmatrix"): lanes 8j..8j+7 give the row
-# addresses of matrix j (128 bits each); lane T receives row T/4, 32 bits at column 2(T%4) of each matrix.
-SM75_U32x1_LDSM_N = _ldsm("SM75_U32x1_LDSM_N",
-                          _L(((s(8), s(4)), s(128)), ((s(128), s(0)), s(1))),
-                          _L((s(32), s(32)), (s(32), s(1))), "ldmatrix.sync.aligned.m8n8.x1.shared.b16")
-SM75_U32x2_LDSM_N = _ldsm("SM75_U32x2_LDSM_N",
-                          _L(((s(16), s(2)), s(128)), ((s(128), s(0)), s(1))),
-                          _L((s(32), (s(32), s(2))), (s(32), (s(1), s(1024)))),
+# ldmatrix (PTX ISA "Warp-level matrix load instruction: ldmatrix"): lanes 8j..8j+7 give the row addresses of
+# matrix j (128 bits each: the source layouts); destination register j holds matrix j (64 elements further),
+# each lane's 32 bits as the m8n8 fragment of flashsim.warp.fragments gives them (.trans: of the transpose).
+_M8N8 = fragment("ldmatrix.m8n8")
+
+
+def _ldsm_dst(nmat: int, trans: bool):
+    """(lane, value) -> bit of the nmat 8x8 b16 matrices: register j's element half h, bit b (``.trans``:
+    the element at the transposed (row, col))."""
+    bit = np.arange(16)
+    cols = []
+    for j in range(nmat):
+        for h in range(2):
+            r, c = _M8N8.row[:, 0, h], _M8N8.col[:, 0, h]
+            if trans:
+                r, c = c, r
+            cols.append(1024 * j + 16 * (8 * r + c)[:, None] + bit[None, :])
+    return np.concatenate(cols, axis=1)
+
+
+def _ldsm_n(x):
+    return _derived(f"SM75_U32x{x}_LDSM_N", 32, 32 if x == 1 else (32, x), _ldsm_dst(x, False))
+
+
+def _ldsm_t(x):
+    return _derived(f"SM75_U16x{2 * x}_LDSM_T", (4, 8), (16, 2) if x == 1 else (16, 2, x), _ldsm_dst(x, True))
+
+
+SM75_U32x1_LDSM_N = _ldsm("SM75_U32x1_LDSM_N", _L(((s(8), s(4)), s(128)), ((s(128), s(0)), s(1))), _ldsm_n(1),
+                          "ldmatrix.sync.aligned.m8n8.x1.shared.b16")
+SM75_U32x2_LDSM_N = _ldsm("SM75_U32x2_LDSM_N", _L(((s(16), s(2)), s(128)), ((s(128), s(0)), s(1))), _ldsm_n(2),
                           "ldmatrix.sync.aligned.m8n8.x2.shared.b16")
-SM75_U32x4_LDSM_N = _ldsm("SM75_U32x4_LDSM_N",
-                          _L((s(32), s(128)), (s(128), s(1))),
-                          _L((s(32), (s(32), s(4))), (s(32), (s(1), s(1024)))),
+SM75_U32x4_LDSM_N = _ldsm("SM75_U32x4_LDSM_N", _L((s(32), s(128)), (s(128), s(1))), _ldsm_n(4),
                           "ldmatrix.sync.aligned.m8n8.x4.shared.b16")
-SM75_U16x2_LDSM_T = _ldsm("SM75_U16x2_LDSM_T",
-                          _L(((s(8), s(4)), s(128)), ((s(128), s(0)), s(1))),
-                          _L(((s(4), s(8)), (s(16), s(2))), ((s(256), s(16)), (s(1), s(128)))),
+SM75_U16x2_LDSM_T = _ldsm("SM75_U16x2_LDSM_T", _L(((s(8), s(4)), s(128)), ((s(128), s(0)), s(1))), _ldsm_t(1),
                           "ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16")
-SM75_U16x4_LDSM_T = _ldsm("SM75_U16x4_LDSM_T",
-                          _L(((s(16), s(2)), s(128)), ((s(128), s(0)), s(1))),
-                          _L(((s(4), s(8)), (s(16), s(2), s(2))), ((s(256), s(16)), (s(1), s(128), s(1024)))),
+SM75_U16x4_LDSM_T = _ldsm("SM75_U16x4_LDSM_T", _L(((s(16), s(2)), s(128)), ((s(128), s(0)), s(1))), _ldsm_t(2),
                           "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16")
-SM75_U16x8_LDSM_T = _ldsm("SM75_U16x8_LDSM_T",
-                          _L((s(32), s(128)), (s(128), s(1))),
-                          _L(((s(4), s(8)), (s(16), s(2), s(4))), ((s(256), s(16)), (s(1), s(128), s(1024)))),
+SM75_U16x8_LDSM_T = _ldsm("SM75_U16x8_LDSM_T", _L((s(32), s(128)), (s(128), s(1))), _ldsm_t(4),
                           "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16")
 
 COPY_OPS = {
@@ -251,22 +291,29 @@ class MMAAtom:
                 f"  LayoutC_TV: {self.layout_c}\n")
 
 
-# PTX ISA "Matrix Fragments for mma.m16n8k16 with floating point type" (g = lane>>2, t = lane%4):
-# A (16x16, row): a0,a1:(g, 2t..2t+1)  a2,a3:(g+8, 2t..)  a4,a5:(g, 2t+8..)  a6,a7:(g+8, 2t+8..)
-# B (16x8, col):  b0,b1:(k=2t..2t+1, n=g)  b2,b3:(k=2t+8.., n=g)
-# C (16x8):       c0,c1:(g, 2t..2t+1)  c2,c3:(g+8, 2t..2t+1)
-_SM80_16x8_Row = ((((s(4), s(8)), (s(2), s(2))), ((s(32), s(1)), (s(16), s(8)))))
-_A_16x8x16 = (((s(4), s(8)), (s(2), s(2), s(2))), ((s(32), s(1)), (s(16), s(8), s(128))))
-_B_16x8x16 = (((s(4), s(8)), (s(2), s(2))), ((s(16), s(1)), (s(8), s(64))))
-# PTX ISA "Matrix Fragments for mma.m16n8k8" (f16): A (16x8) a0,a1:(g,2t..) a2,a3:(g+8,2t..);
-# B (8x8) b0,b1:(k=2t..2t+1, n=g); C as m16n8k16.
-_A_16x8x8 = (((s(4), s(8)), (s(2), s(2))), ((s(32), s(1)), (s(16), s(8))))
-_B_16x8x8 = (((s(4), s(8)), s(2)), ((s(16), s(1)), s(8)))
+# The (thread, value) layouts of the m16n8 atoms (cute/atom/mma_traits_sm80.hpp's shapes: threads (4, 8) =
+# (t, g) of the PTX ISA, values the binary digits of CuTe's V# = elems * reg + half), their strides read off the
+# fragment tables of flashsim.warp.fragments (the PTX ISA's "Matrix Fragments for mma.m16n8k16 / m16n8k8"):
+# A's index is m + M k, B's n + N k, C's m + M n.
+def _mma_tv(instruction, operand, dtype, major):
+    frag = fragment(instruction, operand, dtype)
+    rows, cols = frag.row.reshape(32, -1), frag.col.reshape(32, -1)  # [lane, v]
+    table = rows + frag.rows * cols if major == "row" else cols + frag.cols * rows
+    nv = table.shape[1]
+    val = tuple([2] * (nv.bit_length() - 1))
+    return _derived(frag.name, (4, 8), val if len(val) > 1 else val[0], table)
+
+
+_A_16x8x16 = _mma_tv("mma.m16n8k16", "A", "f16", "row")
+_B_16x8x16 = _mma_tv("mma.m16n8k16", "B", "f16", "col")  # B is K x N: index n + N k
+_SM80_16x8_Row = _mma_tv("mma.m16n8k16", "C", "f32", "row")
+_SM80_16x8_Row_F16 = _mma_tv("mma.m16n8k16", "C", "f16", "row")  # the same layout, from the f16 table
+_A_16x8x8 = _mma_tv("mma.m16n8k8", "A", "f16", "row")
+_B_16x8x8 = _mma_tv("mma.m16n8k8", "B", "f16", "col")
 
 
 def _mma(name, mnk, a, b, c, td, ta, tb, tc, ptx):
-    return MMAAtom(name, tuple(s(x) for x in mnk), _L(s(32)), _L(*a), _L(*b), _L(*c),
-                   dtype(td), dtype(ta), dtype(tb), dtype(tc), ptx)
+    return MMAAtom(name, tuple(s(x) for x in mnk), _L(s(32)), a, b, c, dtype(td), dtype(ta), dtype(tb), dtype(tc), ptx)
 
 
 SM80_16x8x16_F32F16F16F32_TN = _mma("SM80_16x8x16_F32F16F16F32_TN", (16, 8, 16), _A_16x8x16, _B_16x8x16,
@@ -276,7 +323,7 @@ SM80_16x8x16_F32BF16BF16F32_TN = _mma("SM80_16x8x16_F32BF16BF16F32_TN", (16, 8, 
                                       _SM80_16x8_Row, "float", "bfloat16_t", "bfloat16_t", "float",
                                       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32")
 SM80_16x8x16_F16F16F16F16_TN = _mma("SM80_16x8x16_F16F16F16F16_TN", (16, 8, 16), _A_16x8x16, _B_16x8x16,
-                                    _SM80_16x8_Row, "half_t", "half_t", "half_t", "half_t",
+                                    _SM80_16x8_Row_F16, "half_t", "half_t", "half_t", "half_t",
                                     "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16")
 SM80_16x8x8_F32F16F16F32_TN = _mma("SM80_16x8x8_F32F16F16F32_TN", (16, 8, 8), _A_16x8x8, _B_16x8x8,
                                    _SM80_16x8_Row, "float", "half_t", "half_t", "float",
@@ -285,7 +332,7 @@ SM75_16x8x8_F32F16F16F32_TN = _mma("SM75_16x8x8_F32F16F16F32_TN", (16, 8, 8), _A
                                    _SM80_16x8_Row, "float", "half_t", "half_t", "float",
                                    "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32")
 SM75_16x8x8_F16F16F16F16_TN = _mma("SM75_16x8x8_F16F16F16F16_TN", (16, 8, 8), _A_16x8x8, _B_16x8x8,
-                                   _SM80_16x8_Row, "half_t", "half_t", "half_t", "half_t",
+                                   _SM80_16x8_Row_F16, "half_t", "half_t", "half_t", "half_t",
                                    "mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16")
 UniversalFMA_F32 = MMAAtom("UniversalFMA<float,float,float>", (s(1), s(1), s(1)), _L(s(1)),
                            _L((s(1), s(1))), _L((s(1), s(1))), _L((s(1), s(1))),

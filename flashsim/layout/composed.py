@@ -75,8 +75,11 @@ class Swizzle:
         return hash(("Sw", self.B, self.M, self.S))
 
     def __call__(self, x):
-        if isinstance(x, MixedBits) or it.is_int(x):
-            return _sw_apply(self, x)
+        if isinstance(x, MixedBits) or (it.is_int(x) and int(x) < 0):
+            return _sw_apply(self, x)  # bits partly known at run time (or two's complement): the mask algebra
+        if it.is_int(x):  # an offset: flashsim.swizzle's, static if x is
+            y = cute_swizzle(int(x), self.B, self.M, self.S)
+            return C(y) if isinstance(x, C) else type(x)(y)
         return cute_swizzle(x, self.B, self.M, self.S)
 
     def _size(self, *idx):

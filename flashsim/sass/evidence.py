@@ -1,86 +1,21 @@
-"""What the H100 showed about each SASS opcode the interpreter models: built from the committed reports
-under traces/sass (whole kernels compared bit for bit, per-opcode probes), kept as package data
-(flashsim/data/sass_evidence.json) so ``flashsim info`` works from any directory.
-
-    python -m flashsim.sass.evidence            # rebuild flashsim/data/sass_evidence.json from traces/sass
+"""What the H100 showed about each SASS opcode the interpreter models, as ``flashsim info`` prints it: read
+from package data (flashsim/data/sass_evidence.json), so it works from any directory.
 
 For every instruction form (opcode with its modifiers, as nvdisasm prints it) the record says in how many
 H100-compared problems (bit-identical on the GPU, per kernel) the interpreter executed it, and how many
-per-opcode probe cases ran it. The problems are re-run in the interpreter from their recorded parameters
-with execution counts on (Program.hits), so a form that sits in a cubin but never ran is not credited.
+per-opcode probe cases ran it. ``python -m flashsim.gpu.sass_evidence`` builds the file from the committed
+reports under traces/sass (it re-runs the FlashAttention kernels, so it lives above them, with the harness
+that writes those reports).
 """
 
 from __future__ import annotations
 
 import json
 from importlib import resources
-from pathlib import Path
 
-__all__ = ["build", "load", "rows"]
+__all__ = ["DATA", "load", "rows"]
 
 DATA = "sass_evidence.json"
-
-
-def _executed(job: tuple) -> tuple[str, set[str]]:
-    """Worker: run one recorded problem in the interpreter; the forms it executed."""
-    kind, kernel, params = job
-    if kind == "fa":
-        from flashsim.kernels import problems
-        from flashsim.kernels.launch import run_kernel
-        from flashsim.kernels.sources import interpreted_module
-        from flashsim.kernels.spec import get
-
-        case = problems.make_case(params)
-        mod = interpreted_module(get(kernel).source, options=get(kernel).build_options())
-        before = {n: f._prog().executed_forms() for n, f in ((n, mod.get_function(n)) for n in mod.kernels)}
-        run_kernel(kernel, case.q, case.k, case.v, backend="interp", **case.kwargs)
-        after = {n: mod.get_function(n)._prog().executed_forms() for n in mod.kernels}
-    else:
-        from flashsim.kernels import extra
-
-        mod = extra.module(kernel)
-        before = {n: mod.get_function(n)._prog().executed_forms() for n in mod.kernels}
-        extra.random_problem(kernel, int(params)).run("interp")
-        after = {n: mod.get_function(n)._prog().executed_forms() for n in mod.kernels}
-    ran = {f for n in after for f, c in after[n].items() if c > before[n].get(f, 0)}
-    return kernel, ran
-
-
-def build(traces: Path, workers: int = 2) -> dict:
-    """Evidence from traces/sass: {form: {"kernels": {kernel: problems}, "problems": n, "probe_cases": m}}."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    forms: dict[str, dict] = {}
-    prov: dict = {}
-    jobs = []
-    for report, kind, key in (("sass_report.json", "fa", "gpu_interp"), ("attn_extra_report.json", "extra", "identical")):
-        rp = traces / report
-        if not rp.exists():
-            continue
-        rep = json.loads(rp.read_text())
-        p = rep["provenance"]
-        prov = {"gpu": p.get("name"), "date": p.get("date"), "driver": p.get("driver_release"),
-                "toolchain": p.get("toolchain")}
-        for kernel, results in rep["results"].items():
-            for r in results:
-                if r[key]:  # only problems whose every output bit matched the GPU
-                    jobs.append((kind, kernel, r["params"] if kind == "fa" else r["seed"]))
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        for kernel, ran in pool.map(_executed, jobs, chunksize=4):
-            for form in ran:
-                rec = forms.setdefault(form, {"kernels": {}, "problems": 0, "probe_cases": 0})
-                rec["kernels"][kernel] = rec["kernels"].get(kernel, 0) + 1
-                rec["problems"] += 1
-    probes = traces / "probes.json"  # python -m flashsim.gpu.sass_probes: per form, launches and lanes compared
-    if probes.exists():
-        rep = json.loads(probes.read_text())
-        for form, rec in rep.get("opcodes", {}).items():
-            r = forms.setdefault(form, {"kernels": {}, "problems": 0, "probe_cases": 0})
-            if rec.get("equal", 0) == rec.get("cases", -1):  # every launch of every probe bit-identical
-                r["probe_cases"] += int(rec.get("elements", 0))
-    return {"provenance": prov, "forms": forms}
 
 
 def load() -> dict:
@@ -115,21 +50,3 @@ def rows() -> list[tuple[str, str, str]]:
             parts.append(f"{form}: {'; '.join(bits)}")
         out.append((op, fam, f"bit-exact on {where}: " + " | ".join(parts)))
     return out
-
-
-def main(argv=None) -> int:
-    import argparse
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workers", type=int, default=2)
-    a = ap.parse_args(argv)
-    root = Path(__file__).resolve().parents[2]
-    data = build(root / "traces" / "sass", workers=a.workers)
-    dest = Path(__file__).resolve().parents[1] / "data" / DATA
-    dest.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"{len(data['forms'])} instruction forms -> {dest}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

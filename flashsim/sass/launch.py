@@ -43,12 +43,29 @@ DRIVER_WORDS = {0x00: "ntid.x", 0x04: "ntid.y", 0x08: "ntid.z", 0x0C: "nctaid.x"
                 0x20C: "global memory descriptor (high)"}
 
 
+def cluster_dims(kernel) -> tuple[int, int, int] | None:
+    """The cluster shape a kernel was built for (``__cluster_dims__``: the cubin's EIATTR_CTA_PER_CLUSTER,
+    attribute 0x3d), or None."""
+    attrs = getattr(kernel, "attributes", {}) or {}
+    for label in ("EIATTR_CTA_PER_CLUSTER", "0x3d"):
+        for payload in attrs.get(label, []):
+            if len(payload) >= 12:
+                return tuple(int.from_bytes(payload[4 * i:4 * i + 4], "little") for i in range(3))
+    return None
+
+
 class Launch:
     """Everything the CTAs of one launch share."""
 
     def __init__(self, program, grid, block, params: bytes, dynamic_shared: int, memory, banks: dict,
                  options: ExecOptions, races: bool = False, name: str = ""):
         k = program.kernel
+        cl = cluster_dims(k)
+        if cl is not None and math.prod(cl) > 1:
+            raise NotImplementedError(
+                f"kernel {name or k.name!r} is built for clusters of {cl[0]}x{cl[1]}x{cl[2]} CTAs (__cluster_dims__): "
+                "clusters of more than one CTA (distributed shared memory, remote mbarriers, multicast) are not "
+                "modelled; every CTA runs as the only CTA of its cluster")
         self.program = program
         self.grid, self.block = grid, block
         self.dynamic_shared = dynamic_shared

@@ -9,14 +9,19 @@ State (A = CTAs in this batch, W = warps per CTA)::
     UP  (8, A, W)       bool     uniform predicates UP0..UP6; row 7 is UPT
     pc  (A, W, 32)      int64    each lane's PC (byte offset in the kernel's .text section)
     st  (A, W, 32)      int8     RUN, EXITED, WAIT (at a convergence barrier or WARPSYNC),
-                                 BAR (at a CTA barrier), NONE (no thread: block not a multiple of 32)
+                                 BAR (at a CTA barrier), NONE (no thread: block not a multiple of 32),
+                                 PARK (parked on an mbarrier phase or on the register pool: see
+                                 flashsim.sass.asyncstate, created at the first Hopper synchronisation)
 
 Scheduling: the lanes at the lowest PC among runnable lanes execute next, all warps together (warps at
 the same PC run as one vectorised step). Lanes that branch backwards (loops) therefore run before lanes
 waiting further on, and lanes of a warp that took different paths meet again at BSYNC / WARPSYNC, as
 on the device. A runnable lane passed over for ``starve_steps`` steps runs next, so a warp spinning on
-a flag (a consumer polling shared memory or an mbarrier) cannot starve the warp that will set it. ``schedule_seed`` picks instead, at random among the PCs that have runnable lanes, which
-one steps next (a different legal interleaving for every seed; the default is deterministic).
+a flag (a consumer polling shared memory) cannot starve the warp that will set it; a lane whose mbarrier
+wait fails parks instead of spinning (flashsim.sass.asyncstate). ``schedule_seed`` picks instead, at
+random among the PCs that have runnable lanes, which one steps next (a different legal interleaving for
+every seed; the default is deterministic); in a kernel that uses mbarriers it also picks a random subset
+of the warps at that PC, so warps woken together take their turns in a seeded order.
 While every live lane runs at one PC (the common case), the step costs no scheduling work at all.
 """
 
@@ -25,12 +30,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 
-from flashsim.errors import FlashsimError, SimulatedFault
+from flashsim.errors import FlashsimError, SimulatedFault, location
 from flashsim.sass.isa import PT, Instr
 
 __all__ = ["BarrierDeadlock", "ExecOptions", "Machine", "StepBudgetExceeded", "fault", "lane_bits", "lanes_of"]
 
-RUN, EXITED, WAIT, BAR, NONE = 0, 1, 2, 3, 4
+RUN, EXITED, WAIT, BAR, NONE, PARK = 0, 1, 2, 3, 4, 5
 POLL_MASK = 1023  # Machine.poll runs every 1024 scheduling steps
 _BIG = np.int64(1) << 62
 
@@ -40,7 +45,10 @@ class StepBudgetExceeded(FlashsimError):
 
 
 class BarrierDeadlock(FlashsimError):
-    """No lane can run: warps wait at a barrier that can never complete; says which wait where."""
+    """No lane can run: warps wait at a barrier that can never complete; says which wait where. ``graph``:
+    one dict per blocked warp (cta, warp, role, pcs, where, waits: the lines of the message)."""
+
+    graph: list = []
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,29 @@ def fault(kind: str, m: "Machine", ins: Instr, mask: np.ndarray, addr: np.ndarra
                          detail=f"{msg}ctaid={cta}, {where}")
     exc.pc, exc.sass, exc.line = ins.pc, ins.text, ins.line
     return exc
+
+
+def _fold_ctas(lines: list[str], graph: list[dict]) -> list[str]:
+    """The deadlock's lines with the CTAs blocked exactly like the first one folded into one line."""
+    by_cta: dict[int, list] = {}
+    for g in graph:
+        by_cta.setdefault(g["cta"], []).append((g["warp"], tuple(g["pcs"]), tuple(g["waits"])))
+    if len(by_cta) < 2:
+        return lines
+    first, *rest = by_cta
+    same = [c for c in rest if by_cta[c] == by_cta[first]]
+    if not same:
+        return lines
+    # a folded CTA's header lines and the indented detail lines that follow them go
+    out, skipping = [], False
+    for ln in lines:
+        if not ln.startswith("    "):
+            skipping = any(ln.startswith(f"cta={c} ") for c in same)
+        if not skipping:
+            out.append(ln)
+    out.append(f"ctas {', '.join(str(c) for c in same[:16])}{' ...' if len(same) > 16 else ''}: blocked exactly "
+               f"as cta={first}")
+    return out
 
 
 class Machine:
@@ -131,6 +162,15 @@ class Machine:
         self._live_warps = int((self.st != NONE).any(axis=2).sum())
         self._waited = None  # per lane: scheduling steps since it last ran (while lanes run apart)
         self.poll = None  # called every 1024 scheduling steps (POLL_MASK): a worker looks for a cancelled run
+        self.sync = None  # flashsim.sass.asyncstate.AsyncState, made by the first Hopper synchronisation
+
+    def async_state(self):
+        """The batch's mbarrier / bulk-copy / register-pool state (created at first use)."""
+        if self.sync is None:
+            from flashsim.sass.asyncstate import AsyncState
+
+            self.sync = AsyncState(self)
+        return self.sync
 
     # ------------------------------------------------------------------------------------ helpers
     def cta_coords(self, a: int) -> tuple[int, int, int]:
@@ -168,6 +208,8 @@ class Machine:
             if not self.steps & POLL_MASK and self.poll is not None:
                 self.poll()
             self.clock += self.options.clock_step
+            if self.sync is not None:
+                self.sync.before(self, pc, active)
             if before and pc in before:
                 probe.at_pc(self, pc, active, "before")
             try:
@@ -196,6 +238,8 @@ class Machine:
                 return None
             if (self.st == WAIT).any() and self._release_convergence():
                 return self._pick()
+            if self.sync is not None and self.sync.stall(self):
+                return self._pick()
             self._deadlock()
         pcs = np.where(run, self.pc, _BIG)
         if self._waited is None:
@@ -212,6 +256,8 @@ class Machine:
             cand = np.unique(pcs[run])
             target = int(cand[self._rng.integers(len(cand))])
         active = run & (self.pc == target)
+        if self._rng is not None and self.sync is not None:
+            active = self.sync.pick_warps(self, active)
         self._waited += run
         self._waited[active] = 0
         if active.sum() == (self.st != NONE).sum() - (self.st == EXITED).sum():
@@ -257,19 +303,52 @@ class Machine:
 
     def _deadlock(self):
         lines = []
-        for a, w in sorted({(int(a), int(w)) for a, w, _ in np.argwhere((self.st == WAIT) | (self.st == BAR))}):
+        graph = []
+        blocked = (self.st == WAIT) | (self.st == BAR) | (self.st == PARK)
+        for a, w in sorted({(int(a), int(w)) for a, w, _ in np.argwhere(blocked)}):
             st = self.st[a, w]
-            pcs = sorted({int(p) for p in self.pc[a, w][(st == WAIT) | (st == BAR)]})
-            where = ", ".join(self.program.describe(p) for p in pcs)
+            pcs = sorted({int(p) for p in self.pc[a, w][blocked[a, w]]})
+            where = ", ".join((self.program.describe_site(p) if self.sync is not None else self.program.describe(p))
+                              for p in pcs)
             exited = int((st == EXITED).sum())
-            lines.append(f"cta={int(self.cta_ids[a])} warp={w}: waits at {where}"
+            role = self.sync.role_of(a, w) if self.sync is not None else ""
+            role = f" ({role})" if role else ""
+            lines.append(f"cta={int(self.cta_ids[a])} warp={w}{role}: waits at {where}"
                          + (f" ({exited} lanes exited)" if exited else ""))
+            waits = self._waits_of(a, w)
+            lines.extend("    " + x for x in waits)
+            graph.append({"cta": int(self.cta_ids[a]), "warp": w, "role": role.strip(" ()"), "pcs": pcs,
+                          "where": where, "waits": waits})
+        lines = _fold_ctas(lines, graph)
         gone = [f"cta={int(self.cta_ids[a])} warp={w}" for a in range(self.A) for w in range(self.W)
                 if ((self.st[a, w] == EXITED) | (self.st[a, w] == NONE)).all() and (self.st[a, w] == EXITED).any()]
-        msg = "barrier can never complete: no lane can run.\n  " + "\n  ".join(lines)
+        msg = "barrier can never complete: no lane can run (every live warp is blocked).\n  " + "\n  ".join(lines)
         if gone:
             msg += "\n  exited: " + ", ".join(gone[:32]) + (" ..." if len(gone) > 32 else "")
-        raise BarrierDeadlock(msg)
+        exc = BarrierDeadlock(msg)
+        exc.graph = graph
+        raise exc
+
+    def _waits_of(self, a: int, w: int) -> list[str]:
+        """What warp (a, w) waits for: named / CTA barriers (arrivals so far and expected, who else is there),
+        mbarriers and the register pool (flashsim.sass.asyncstate)."""
+        out = []
+        st = self.st[a, w]
+        if (st == BAR).any():
+            for (ba, b), (arrived, need, waiting, _) in sorted(self.bar_count.items()):
+                if ba != a or w not in waiting:
+                    continue
+                live = int(((self.st[a] != EXITED) & (self.st[a] != NONE)).any(axis=1).sum())
+                want = need if need is not None else 32 * live
+                others = [x for x in range(self.W) if x not in waiting
+                          and ((self.st[a, x] != EXITED) & (self.st[a, x] != NONE)).any()]
+                name = "barrier 0 (bar.sync 0 / __syncthreads)" if b == 0 else f"named barrier {b}"
+                out.append(f"{name}: {arrived} of {want} threads arrived (warps waiting: "
+                           f"{', '.join(str(x) for x in waiting)}); could still arrive: "
+                           + (", ".join(location(warp=x) for x in others) if others else "nobody"))
+        if (st == PARK).any() and self.sync is not None:
+            out.extend(self.sync.describe_warp(self, a, w))
+        return out
 
     def _over_budget(self, pc, active):
         lanes = lanes_of(self, active)
@@ -326,6 +405,8 @@ class Machine:
                 else:
                     acc = (op, acc[1] + part if op == "POPC" else (acc[1] and part) if op == "AND" else (acc[1] or part))
             self.bar_count[key] = (arrived, need if need is not None else cnt, waiting, acc)
+        if self.sync is not None:
+            self.sync.epoch += 1
         self._check_bars()
 
     def _check_bars(self) -> None:
@@ -351,5 +432,7 @@ class Machine:
 
     def on_exit(self) -> None:
         """After lanes exit: barriers waiting for every live thread may now be complete."""
+        if self.sync is not None:
+            self.sync.epoch += 1
         if self.bar_count:
             self._check_bars()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from flashsim.sass.isa import RZ
 from flashsim.sass.machine import EXITED, NONE, RUN, fault, lane_bits, lanes_of
 from flashsim.sass.program import Ctx, semantic
 
@@ -61,6 +62,9 @@ def bra(ctx: Ctx):
         tgt = _target(ctx, ops[0])
     ctx.need("CONV" not in ctx.mods, f"{ctx.ins.name}")
     pc = ctx.ins.pc
+    # BRA.U.ANY (or .ANY): every lane at the branch takes it when the guard holds in any of its warp's lanes
+    # (ptxas's loops over the lanes of a per-lane value, one ELECTed lane per trip)
+    any_ = "ANY" in ctx.mods
 
     @control
     def run(m, ex, active):
@@ -69,6 +73,9 @@ def bra(ctx: Ctx):
             taken = np.ones((), bool) if active is None else active
         if cond is not None:
             taken = taken & cond(m)
+        if any_:
+            act = lanes_of(m, active)
+            taken = act & (np.broadcast_to(taken, act.shape) & act).any(axis=2)[..., None]
         return jump(m, pc, taken, active, tgt)
     return run
 
@@ -263,6 +270,12 @@ def bar(ctx: Ctx):
     n = len(ops) - (1 if red else 0)
     rid = ctx.u32(0)
     rcount = ctx.u32(1) if n > 1 else None
+    if n > 1 and ops[0].kind == "r" and ops[1].kind == "r" and ops[0].index != RZ:
+        # bar.sync a, b with both in registers: ptxas packs them into one, (b << 16) | (a & 0xf), and names it
+        # twice (BAR.SYNC R6, R6): the thread count is the register's bits 16..
+        ctx.need(ops[0].index == ops[1].index, f"{ctx.ins.text} (id and count in different registers)")
+        rpacked = rcount
+        rcount = lambda m: np.asarray(rpacked(m), np.uint32) >> np.uint32(16)  # noqa: E731
     rpred = ctx.pred(len(ops) - 1) if red else None
     pc = ctx.ins.pc
 

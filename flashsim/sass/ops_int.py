@@ -528,10 +528,23 @@ def s2r(ctx: Ctx):
 @semantic("R2UR", family="int")
 def r2ur(ctx: Ctx):
     # R2UR ud, r: the value of the lowest active lane (ptxas uses it for values every lane holds)
+    if len(ctx.ops) == 3:
+        return _r2ur_pred(ctx)
     src = ctx.ops[1]
     ctx.need(src.kind == "r", f"R2UR of {src.text}")
     idx = src.index
     wd = ctx.dst(0)
+    g = ctx.ins.guard
+    if g is not None and g.kind == "p" and g.index != 7:
+        # @P R2UR ud, r (ptxas's loop over the lanes of a per-lane value, one ELECTed lane at a time): the
+        # value of the lowest lane where the guard holds
+        def run_guarded(m, ex, lanes, act):
+            first = np.argmax(lanes, axis=2)
+            v = np.zeros((m.A, m.W), np.uint32) if idx == 255 else \
+                np.take_along_axis(m.R[idx], first[..., None], axis=2)[..., 0]
+            wd(m, v, ex)
+        run_guarded.lanes = True
+        return run_guarded
 
     def run(m, ex):
         lanes = (m.st == 0)
@@ -541,6 +554,30 @@ def r2ur(ctx: Ctx):
             first = np.argmax(lanes, axis=2)
             v = np.take_along_axis(m.R[idx], first[..., None], axis=2)[..., 0]
         wd(m, v, ex)
+    return run
+
+
+def _r2ur_pred(ctx: Ctx):
+    # [@P] R2UR[.OR] p, ud, r: ud = r of the lowest executing lane; p (per executing lane) = r differs from it
+    # (.OR: p |= that). ptxas's loop over the distinct values of a per-lane operand of a uniform-only
+    # instruction (SYNCS.EXCH.64 with per-lane values) chains these and runs again while any lane's p holds;
+    # the loop's own code (lanes whose p is false take the uniform value) shows that p means "differs".
+    ops = ctx.ops
+    ctx.need(ops[0].kind == "p" and ops[1].kind == "ur" and ops[2].kind == "r" and set(ctx.ins.mods) <= {"OR"},
+             f"{ctx.ins.text}")
+    wp, wd = ctx.dst(0), ctx.dst(1)
+    idx, pi, orr = ops[2].index, ops[0].index, "OR" in ctx.mods
+
+    def run(m, ex, lanes, act):
+        first = np.argmax(lanes, axis=2)
+        vals = np.zeros(m.st.shape, np.uint32) if idx == 255 else m.R[idx]
+        v = np.take_along_axis(vals, first[..., None], axis=2)[..., 0]
+        wd(m, v, ex)
+        diff = vals != v[..., None]
+        if orr and pi != 7:
+            diff = diff | m.P[pi]
+        wp(m, diff, lanes)
+    run.lanes = True
     return run
 
 
@@ -583,6 +620,26 @@ def r2p(ctx: Ctx):
                 m.P[i][...] = v
             else:
                 np.copyto(m.P[i], v, where=ex)
+    return run
+
+
+@semantic("UP2UR", family="int")
+def up2ur(ctx: Ctx):
+    # UP2UR ud, UPR, ua, mask: ud = (ua & ~mask) | (UPR & mask), where bit i of UPR is UPi: P2R for the uniform
+    # predicates (ptxas saves them in a uniform register when it runs short of them; fa2.cu's fa2_chunked)
+    ops = ctx.ops
+    ctx.need(not ctx.mods and len(ops) == 4 and ops[1].name == "UPR" and ops[3].kind == "imm", f"{ctx.ins.name} form")
+    mask = ops[3].value & 0xFFFFFFFF
+    ctx.need(mask < 0x80, f"{ctx.ins.name} of UPT (mask {mask:#x})")
+    ra = ctx.u32(2)
+    wd = ctx.dst(0)
+    bits = [i for i in range(7) if (mask >> i) & 1]
+
+    def run(m, ex):
+        pr = np.zeros((m.A, m.W), np.uint32)
+        for i in bits:
+            pr |= m.UP[i].astype(np.uint32) << np.uint32(i)
+        wd(m, (np.asarray(ra(m), np.uint32) & np.uint32(~mask & 0xFFFFFFFF)) | pr, ex)
     return run
 
 

@@ -318,6 +318,17 @@ class Program:
         ins = self.instructions.get(pc)
         return ins.where() if ins is not None else f"pc={pc:#06x}"
 
+    def describe_site(self, pc: int) -> str:
+        """:meth:`describe`, plus the call sites when the instruction belongs to an inlined function (a
+        wrapper in a header): ``... (mbarrier.cuh:121) inlined at ws_pipeline.cu:80``."""
+        text = self.describe(pc)
+        if self.cubin_sha256 is None:
+            return text
+        from flashsim.sass.toolchain import inline_sites
+
+        chain = inline_sites(self.cubin_sha256).get(self.kernel.name, {}).get(pc, ())
+        return text + "".join(f" inlined at {f}:{n}" for f, n in chain)
+
     def _compile(self, ins: Instr):
         entry = SEMANTICS.get(ins.opcode)
         if entry is None:
@@ -347,6 +358,18 @@ def _guarded(ctx: Ctx, ins: Instr, run):
             return lambda m, active: None
         g = None
     if ctx.uniform:
+        if getattr(run, "lanes", False) or (g is not None and g.kind == "p"):
+            # a uniform instruction that needs its lanes (a control that moves them, R2UR guarded by a lane
+            # predicate): run(m, warps, executing lanes, lanes at this PC)
+            gl = None if g is None else ctx.pred_of(g, uniform=False)
+
+            def ful(m, active):
+                act = (m.st == RUN) if active is None else active
+                lanes = act if gl is None else np.broadcast_to(gl(m), m.st.shape) & act
+                return run(m, lanes.any(axis=2), lanes, act)
+            if not getattr(run, "lanes", False):
+                return _raiser(ctx.unsupported(f"a lane predicate {g.text} guarding a uniform instruction"))
+            return ful
         if g is None:
             def fu(m, active):
                 return run(m, None if active is None else active.any(axis=2))

@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -195,7 +196,14 @@ def _cache_write(key: str, cubin: bytes, log: str, lowered: dict) -> None:
         pass  # a read-only or full disk only costs a recompile
 
 
-def _nvrtc_options(source, options, lineinfo: bool) -> tuple[list[str], list[str]]:
+def _cupy_options(arch: str) -> tuple[str, ...]:
+    """cupy's options with the target ``arch`` ("sm_90", or "sm_90a" for wgmma / setmaxnreg kernels)."""
+    if arch not in ("sm_90", "sm_90a"):
+        raise bad_argument("arch", arch, "flashsim interprets sm_90 SASS: expected 'sm_90' or 'sm_90a'")
+    return tuple(f"-arch={arch}" if o.startswith("-arch=") else o for o in CUPY_OPTIONS)
+
+
+def _nvrtc_options(source, options, lineinfo: bool, arch: str = "sm_90") -> tuple[list[str], list[str]]:
     """(every NVRTC option, the line-table options) of a compilation of ``source`` with ``options``, checked:
     the user's options, the CUDA headers' folder (cupy puts the toolkit's there), cupy's own, line tables."""
     if not isinstance(source, str):
@@ -207,7 +215,8 @@ def _nvrtc_options(source, options, lineinfo: bool) -> tuple[list[str], list[str
             raise bad_argument("options", tuple(options), f"every option must be a str, got {o!r}")
     lines = [LINEINFO] if lineinfo and LINEINFO not in options and "--generate-line-info" not in options else []
     include = cuda_include()
-    return [*options, *([f"--include-path={include}"] if include is not None else []), *CUPY_OPTIONS, *lines], lines
+    return [*options, *([f"--include-path={include}"] if include is not None else []), *_cupy_options(arch),
+            *lines], lines
 
 
 def _nvrtc_run(source: str, name: str, opts: Sequence[str], name_expressions: Sequence[str],
@@ -243,19 +252,20 @@ def _nvrtc_run(source: str, name: str, opts: Sequence[str], name_expressions: Se
 
 def compile_cuda(source: str, *, name: str = "kernel.cu", options: Sequence[str] = (),
                  name_expressions: Sequence[str] = (), lineinfo: bool = True,
-                 key_options: Sequence[str] | None = None) -> tuple[bytes, str, dict[str, str]]:
+                 key_options: Sequence[str] | None = None, arch: str = "sm_90") -> tuple[bytes, str, dict[str, str]]:
     """Compile CUDA C++ ``source`` for sm_90 with NVRTC as cupy does (plus ``-lineinfo`` if asked).
 
     Returns (cubin bytes, NVRTC log, {name expression: lowered (mangled) name}). Raises CompileError with
     the log when NVRTC rejects the source. Results are cached on disk (:func:`cache_dir`), keyed by the
     pinned NVRTC, the options, the name expressions and the source; ``key_options`` replaces the options
     in the key (a caller whose include path is a machine-specific absolute path keys by a relative one,
-    so a cache filled on one machine serves another).
+    so a cache filled on one machine serves another). ``arch="sm_90a"`` builds for the architecture-specific
+    target (wgmma, setmaxnreg); the cubin is still sm_90 SASS, which the interpreter runs.
     """
-    opts, lines = _nvrtc_options(source, options, lineinfo)
+    opts, lines = _nvrtc_options(source, options, lineinfo, arch)
     # the key leaves out the headers' folder (machine-specific; HEADERS_PIN stands for its contents)
-    key = _cache_key(source, name, [*(options if key_options is None else key_options), *CUPY_OPTIONS, *lines],
-                     tuple(name_expressions))
+    key = _cache_key(source, name, [*(options if key_options is None else key_options), *_cupy_options(arch),
+                                    *lines], tuple(name_expressions))
     hit = _cache_read(key)
     if hit is not None:
         return hit
@@ -295,7 +305,55 @@ def _disassemble_cached(digest: str, cubin: bytes) -> tuple:
 
 def disassemble(cubin: bytes) -> list:
     """nvdisasm's JSON for ``cubin``: [header, [functions with 'sass-instructions'], {'files': ...}]."""
-    return list(_disassemble_cached(hashlib.sha256(cubin).hexdigest(), bytes(cubin)))
+    digest = hashlib.sha256(cubin).hexdigest()
+    _DISASSEMBLED.setdefault(digest, bytes(cubin))
+    return list(_disassemble_cached(digest, bytes(cubin)))
+
+
+#: cubins disassembled in this process, by sha256 (what :func:`inline_sites` reads again on demand)
+_DISASSEMBLED: dict[str, bytes] = {}
+_INLINE_RE = re.compile(r'//## File "([^"]+)", line (\d+)((?: inlined at "[^"]+", line \d+)*)')
+_AT_RE = re.compile(r'inlined at "([^"]+)", line (\d+)')
+
+
+@functools.lru_cache(maxsize=16)
+def inline_sites(cubin_sha256: str) -> dict[str, dict[int, tuple[tuple[str, int], ...]]]:
+    """Where inlined code was called from: {kernel: {pc: ((file, line) of the call site, outermost last),
+    ...}} for the instructions of inlined functions, from ``nvdisasm -gi`` (its JSON has no inlining
+    records). Empty for a cubin this process has not disassembled, or without line tables."""
+    cubin = _DISASSEMBLED.get(cubin_sha256)
+    if cubin is None:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="flashsim-nvdisasm-") as tmp:
+        path = os.path.join(tmp, "module.cubin")
+        with open(path, "wb") as fh:
+            fh.write(cubin)
+        proc = subprocess.run([nvdisasm_path(), "-gi", "-c", path], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        return {}
+    out: dict[str, dict[int, tuple]] = {}
+    fn = None
+    chain: tuple = ()
+    for line in proc.stdout.splitlines():
+        t = line.strip()
+        if t.startswith(".text.") and t.endswith(":"):
+            fn = t[len(".text."):-1]
+            out[fn] = {}
+            chain = ()
+            continue
+        m = _INLINE_RE.search(t)
+        if m:
+            if m.group(3):
+                chain = tuple((f, int(n)) for f, n in _AT_RE.findall(m.group(3)))
+            elif not chain or chain[-1] != (m.group(1), int(m.group(2))):
+                chain = ()
+            continue
+        if fn is not None and t.startswith("/*") and "*/" in t and chain:
+            try:
+                out[fn][int(t[2:t.index("*/")], 16)] = chain
+            except ValueError:
+                pass
+    return out
 
 
 # --------------------------------------------------------------------------------------------------

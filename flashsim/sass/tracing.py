@@ -37,7 +37,7 @@ traced more than one kernel); the meta holds, per tag, the kernel, PC, SASS, fil
 aligns), per launch its grid and block, and the spec.
 
 ``flashsim trace diff`` compares two such traces (:mod:`flashsim.sass.tracediff`); an FS_TRACE build run
-in the interpreter is recorded by :mod:`flashsim.sass.fstrace`.
+in the interpreter is recorded by :func:`flashsim.session.run_case` (backend 'interp').
 """
 
 from __future__ import annotations
@@ -682,7 +682,7 @@ class Tracer:
         return names, info
 
     def meta(self, info: dict) -> dict:
-        from flashsim import __version__
+        from flashsim._version import __version__
 
         progs = []
         for p in self.programs:

@@ -1,5 +1,5 @@
 """The trace buffers of a traced build (``-DFS_TRACE_BUILD``, gpu/kernels/trace.cuh), wherever it runs: on
-the GPU (gpu/trace_gpu.py) or in the SASS interpreter (flashsim.sass.fstrace).
+the GPU (gpu/trace_gpu.py) or in the SASS interpreter (``flashsim.session``, backend 'interp').
 
 The build finds its buffers through the device global ``fs_trace_params``: a pointer to the buffer, the
 per-CTA slot table of the run-time filter, the words per recorded warp and the mask of recorded warps.

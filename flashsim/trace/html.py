@@ -18,6 +18,7 @@ from pathlib import Path
 from flashsim.outputs import write_text
 from flashsim.trace import spec
 from flashsim.trace.diff import diff
+from flashsim.trace.runs import load
 
 _COLORS = ["#9e9e9e", "#bcaaa4", "#90caf9", "#80deea", "#a5d6a7", "#c5e1a5", "#ffcc80", "#ffe082", "#f48fb1",
            "#ce93d8", "#b39ddb", "#e6ee9c", "#ffab91", "#80cbc4", "#fff59d"]
@@ -159,15 +160,13 @@ def _rows(warps: list[dict], colors: dict) -> str:
 
 def write_html(path, out, *, against=None) -> Path:
     """Write the page for trace ``path`` (diffed against trace ``against`` if given) to ``out`` atomically."""
-    from flashsim.trace import session
-
-    run = session.load(path)
+    run = load(path)
     meta = run.meta
     k, hd, dt = meta["kernel"], meta["instance_headdim"], meta["params"]["dtype"]
     marks, first = {}, None
     summary = "<p>single trace (pass --against to highlight divergences)</p>"
     if against is not None:
-        other = session.load(against)
+        other = load(against)
         d = diff(run.events, other.events, kernel=k, headdim=hd, dtype=dt, a_name=str(path), b_name=str(against))
         for x in d.divergences:
             marks[(x.cta, x.warp, x.seq)] = x.table[[0, 1, 3]].T.tolist() or [[-1, -1, 0]]

@@ -2,8 +2,9 @@
 
 A twin batches CTAs and keeps each value where its arithmetic wants it (a CTA's accumulator as a
 (rows, columns) array, a quad's partial sums as (rows, 4), ...). ``reg_index`` gives, for one variable,
-which element of that array lane ``l`` of warp ``w`` holds as register ``r`` (the fragment layouts of the
-PTX ISA: mma accumulators, ldmatrix A fragments, the 16-lane softmax groups of v5); the recorder gathers
+which element of that array lane ``l`` of warp ``w`` holds as register ``r`` (``tiled_index``: the fragment
+tables of flashsim.warp.fragments, mma accumulators and A fragments, placed per warp and m-tile as the
+instance arranges them; or a kernel's own lane map, such as the 16-lane softmax groups of v5); the recorder gathers
 those elements into the (32 lanes x registers) tables the GPU writes (gpu/kernels/trace.cuh), per CTA and
 warp, in the order ``flashsim.trace.spec.registers`` lists.
 
@@ -11,7 +12,7 @@ Forcing: given a reference trace (a GPU recording), the recorder also writes the
 back into the twin's arrays at every event up to a chosen sequence number, after recording the twin's
 own values. Since every event records what its step wrote (spec.py), the twin then continues from the
 GPU's state: events up to that point that still differ are steps that introduce a difference by
-themselves (``flashsim.trace.replay``).
+themselves (``flashsim.session.force``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 from flashsim.errors import bad_argument
 from flashsim.kernels.spec import TRACE_WARPS as WARPS  # every traced kernel runs 4 warps per CTA
 from flashsim.trace import spec
+from flashsim.warp.fragments import Fragment, fragment, quad_columns, thread_in_group
 
 LANES = 32
 
@@ -52,47 +54,56 @@ def reg_index(nregs: int, fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.
     return out
 
 
+def tiled_index(frag: Fragment, rows_per_m: int, m_tiles: int, n_tiles: int, row_len: int, *, col0: int = 0,
+                per: int = 1, col_map: np.ndarray | None = None) -> np.ndarray:
+    """Register r = (m, n, reg) of the fragments ``x[m][n]`` of each warp (``frag``'s tables, flashsim.warp.
+    fragments) in a twin's (rows, row_len) array: warp w's tile (m, n) has its origin at row frag.rows w +
+    rows_per_m m, column col0 + frag.cols n. ``per``: columns per array element (2 where 16-bit pairs are
+    viewed as uint32: the register's first element names the pair); ``col_map``: where a row's column lies
+    within the row of the array (a permutation, e.g. ``quad_columns``'s inverse)."""
+    def fn(w, lane, r):
+        m, n, reg = r // (frag.regs * n_tiles), (r // frag.regs) % n_tiles, r % frag.regs
+        row = frag.rows * w + rows_per_m * m + frag.row[lane, reg, 0]
+        col = col0 + frag.cols * n + frag.col[lane, reg, 0]
+        if col_map is not None:
+            col = col_map[col]
+        return row * row_len + col // per
+    return reg_index(m_tiles * n_tiles * frag.regs, fn)
+
+
+_C = fragment("mma.m16n8k16", "C", "f32")
+_A = fragment("mma.m16n8k16", "A", "f16")
+
+
 @lru_cache(maxsize=None)
 def acc_index(rows_per_m: int, m_tiles: int, row_len: int, n_tiles: int, col0: int = 0) -> np.ndarray:
     """An m16n8 f32 accumulator ``x[m][n][e]`` of each warp in a (rows, row_len) array: warp w's m-tile m
-    starts at row 16 w + rows_per_m m; register e of n-tile n of lane (g, t) is row + g + 8 (e // 2),
-    column col0 + 8 n + 2 t + e % 2."""
-    def fn(w, lane, r):
-        m, n, e = r // (4 * n_tiles), (r // 4) % n_tiles, r % 4
-        row = 16 * w + rows_per_m * m + lane // 4 + 8 * (e // 2)
-        return row * row_len + col0 + 8 * n + 2 * (lane % 4) + e % 2
-    return reg_index(m_tiles * n_tiles * 4, fn)
+    starts at row 16 w + rows_per_m m, n-tile n at column col0 + 8 n (the C table of the fragments)."""
+    return tiled_index(_C, rows_per_m, m_tiles, n_tiles, row_len, col0=col0)
 
 
 @lru_cache(maxsize=None)
 def quad_index(rows_per_m: int, m_tiles: int, n_vals: int, per_lane: int = 4) -> np.ndarray:
-    """A quad-split row value ``x[m][n][e]`` kept as (rows, 4 lanes, n_vals) (``quad_split``), or, with
-    n_vals == 0, a per-row value ``x[m][i]`` kept as (rows, per_lane) (per_lane 4: each lane its own; 1:
-    one per row)."""
+    """A quad-split row value ``x[m][n][e]`` kept as (rows, 4 lanes, n_vals) (``quad_split``: each row in
+    ``quad_columns`` order), or, with n_vals == 0, a per-row value ``x[m][i]`` (row g + 8 i of the C table)
+    kept as (rows, per_lane) (per_lane 4: each lane of the quad its own; 1: one per row)."""
     if n_vals == 0:
         def fn(w, lane, r):
             m, i = r // 2, r % 2
-            row = 16 * w + rows_per_m * m + lane // 4 + 8 * i
-            return row * per_lane + (lane % 4 if per_lane == 4 else 0)
+            row = _C.rows * w + rows_per_m * m + _C.row[lane, 2 * i, 0]
+            return row * per_lane + (thread_in_group(lane) if per_lane == 4 else 0)
         return reg_index(m_tiles * 2, fn)
-    n_tiles = n_vals // 2
-
-    def fn(w, lane, r):
-        m, n, e = r // (4 * n_tiles), (r // 4) % n_tiles, r % 4
-        row = 16 * w + rows_per_m * m + lane // 4 + 8 * (e // 2)
-        return (row * 4 + lane % 4) * n_vals + 2 * n + e % 2
-    return reg_index(m_tiles * n_tiles * 4, fn)
+    ncols = 4 * n_vals
+    pos = np.empty(ncols, np.int64)
+    pos[quad_columns(ncols).reshape(-1)] = np.arange(ncols)
+    return tiled_index(_C, rows_per_m, m_tiles, n_vals // 2, ncols, col_map=pos)
 
 
 @lru_cache(maxsize=None)
 def afrag_index(rows_per_m: int, m_tiles: int, pairs_per_row: int, k_slices: int) -> np.ndarray:
     """An ldmatrix.x4 / mma A fragment ``x[(m)][k][r]`` of packed 16-bit pairs in a (rows, pairs_per_row)
-    uint32 view: register r of lane (g, t) is row g + 8 (r % 2), columns 16 k + 8 (r // 2) + 2 t, +1."""
-    def fn(w, lane, r):
-        m, k, q = r // (4 * k_slices), (r // 4) % k_slices, r % 4
-        row = 16 * w + rows_per_m * m + lane // 4 + 8 * (q % 2)
-        return row * pairs_per_row + 8 * k + 4 * (q // 2) + lane % 4
-    return reg_index(m_tiles * k_slices * 4, fn)
+    uint32 view: slice k is the 16 x 16 A tile at column 16 k (the A table of the fragments)."""
+    return tiled_index(_A, rows_per_m, m_tiles, k_slices, pairs_per_row, per=2)
 
 
 def check_filter(ctas, warps, n_ctas: int | None = None) -> tuple[list[int] | None, list[int]]:

@@ -6,9 +6,9 @@ the warp, the registers listed here in this order, as 32-bit patterns (a 16-bit 
 a pair packed by ``cvt_pair`` or an mma f16 fragment is one 32-bit register with the lower column in the
 low half). The register sets are chosen so that every value a later step reads is recorded by the last
 step that wrote it: replacing the twin's registers by a recording at every event up to one event is a
-complete restart point (``flashsim.trace.replay``).
+complete restart point (``flashsim.session.force``).
 
-The tag table is the one ``trace.cuh`` numbers (``FS_TAG_<name>``); ``tests/test_trace_spec.py`` checks
+The tag table is the one ``trace.cuh`` numbers (``FS_TAG_<name>``); ``tests/test_trace.py`` checks
 the two agree.
 """
 

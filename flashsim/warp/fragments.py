@@ -30,15 +30,21 @@ import numpy as np
 from flashsim.errors import bad_argument
 from flashsim.warp.state import LANES, Summary
 
-__all__ = ["FRAGMENTS", "Fragment", "fragment", "pack", "unpack", "wgmma_fragment"]
+__all__ = ["FRAGMENTS", "Fragment", "fragment", "group_id", "pack", "quad_columns", "thread_in_group", "unpack",
+           "wgmma_fragment"]
 
 
-def _g(lane):
+def group_id(lane):
+    """The PTX ISA's groupID ``g = lane >> 2``: the quad of four lanes that shares a fragment row."""
     return lane >> 2
 
 
-def _t(lane):
+def thread_in_group(lane):
+    """The PTX ISA's threadID_in_group ``t = lane % 4``: the lane's place in its quad."""
     return lane & 3
+
+
+_g, _t = group_id, thread_in_group
 
 
 # PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type", multiplicand A (16x16, .row):
@@ -214,6 +220,22 @@ FRAGMENTS: dict[tuple[str, str], Fragment] = {
 INSTRUCTIONS = ("mma.m16n8k16", "mma.m16n8k8", "ldmatrix.m8n8")
 
 
+@functools.lru_cache(maxsize=None)
+def quad_columns(ncols: int) -> np.ndarray:
+    """(4, ncols // 4) column indices: the columns of one accumulator row of ``ncols // 8`` side-by-side
+    m16n8 f32 C tiles that lane t of the row's quad holds, in its register order (tile by tile, then the
+    registers of the C table on that row: columns 8n + 2t, 8n + 2t + 1)."""
+    if not isinstance(ncols, (int, np.integer)) or ncols <= 0 or ncols % 8:
+        raise bad_argument("ncols", ncols, "an accumulator row has a positive multiple of 8 columns")
+    c = FRAGMENTS[("mma.m16n8k16", "C.f32")]
+    quad = np.arange(4)  # the lanes of quad 0: row g = 0
+    on_row = [r for r in range(c.regs) if (c.row[quad, r, 0] == 0).all()]
+    cols = c.col[quad][:, on_row, 0]                                     # (4, registers on the row)
+    out = (c.cols * np.arange(ncols // c.cols)[None, :, None] + cols[:, None, :]).reshape(4, -1)
+    out.setflags(write=False)
+    return out
+
+
 def fragment(instruction: str, operand: str = "A", dtype: str | None = None) -> Fragment:
     """The Fragment of ``operand`` (A, B, C or D) of ``instruction``; ``dtype`` picks the C/D layout
     (f32 or f16) and is checked against the A/B element types. ldmatrix/stmatrix/movmatrix.m8n8 has one
@@ -257,10 +279,17 @@ def _wg_row(thread, r):
     return 16 * (thread >> 5) + _g(thread & 31) + 8 * (r & 1)
 
 
+def _per_warp(index):
+    """A warp's m16n8 table placed at rows 16w..16w+15 of the warpgroup's tile (w = thread >> 5)."""
+    def wg(thread, reg, half):
+        r, c = index(thread & 31, reg, half)
+        return 16 * (thread >> 5) + r, c
+    return wg
+
+
 # A of m64nNk16 (.f16/.bf16, 64x16, 4 registers of two elements a0..a7):
 #   reg r, half h: row 16w + g + 8*(r % 2), col 2t + h + 8*(r // 2)        (mma.m16n8k16's A per warp)
-def _wg_a_k16(thread, reg, half):
-    return _wg_row(thread, reg), 2 * _t(thread) + half + 8 * (reg >> 1)
+_wg_a_k16 = _per_warp(_a_k16)
 
 
 # A of m64nNk32 (.e4m3/.e5m2, 64x32, 4 registers of four elements a0..a15):
@@ -272,13 +301,14 @@ def _wg_a_k32(thread, reg, byte):
 # D of m64nN, .f32 (N/2 registers d0..d(N/2-1) of one element):
 #   d_i: row 16w + g + 8*((i >> 1) % 2), col 8*(i >> 2) + 2t + (i % 2)     (mma's C per 16x8 block)
 def _wg_d_f32(thread, i, half):
-    return _wg_row(thread, i >> 1), 8 * (i >> 2) + 2 * _t(thread) + (i & 1) + 0 * half
+    r, c = _per_warp(_c_f32)(thread, i & 3, half)
+    return r, 8 * (i >> 2) + c
 
 
 # D of m64nN, .f16 (N/4 registers of two elements; element 2r + h is the f32 layout's d_(2r+h)):
 #   reg r, half h: row 16w + g + 8*(r % 2), col 8*(r >> 1) + 2t + h
 def _wg_d_f16(thread, reg, half):
-    return _wg_row(thread, reg), 8 * (reg >> 1) + 2 * _t(thread) + half
+    return _wg_d_f32(thread, 2 * reg + half, 0)
 
 
 @functools.lru_cache(maxsize=None)

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flashsim.errors import bad_argument
+from flashsim.swizzle import cute_swizzle
 
 __all__ = ["ARRANGEMENTS", "CanonicalTile", "MatrixDescriptor", "SWIZZLES", "element_address", "load_operand",
            "swizzle_address"]
@@ -100,14 +101,15 @@ class MatrixDescriptor:
 
 
 def swizzle_address(addr, swizzle: str):
-    """The physical byte address of logical ``addr`` under a swizzle mode: bits [4, 4+B) ^= bits [7, 7+B)
-    (B = 1, 2, 3 for 32B, 64B, 128B; the identity for 'none'). Works on ints and int arrays."""
+    """The physical byte address of logical ``addr`` under a swizzle mode: CuTe's ``Swizzle<B,4,3>`` on byte
+    addresses, bits [4, 4+B) ^= bits [7, 7+B) (B = 1, 2, 3 for 32B, 64B, 128B; the identity for 'none').
+    Works on ints and int arrays."""
     if swizzle not in SWIZZLES:
         raise bad_argument("swizzle", swizzle, f"expected one of {list(SWIZZLES)}")
     if swizzle == "none":
         return addr
-    mask = WIDTH[swizzle] // 16 - 1  # 1, 3, 7
-    return addr ^ (((addr >> 7) & mask) << 4)
+    phys = cute_swizzle(addr, (WIDTH[swizzle] // 16).bit_length() - 1, 4, 3)  # B = log2(W / 16)
+    return type(addr)(phys) if isinstance(addr, (int, np.integer)) else phys
 
 
 def element_address(desc: MatrixDescriptor, row, kbyte, *, major: str = "K"):

@@ -37,6 +37,24 @@
 // __syncthreads; sO -> GMEM 16 bytes per thread (rows < seqlen_q); lse by the lane with column 0 of its quad.
 // A CTA whose KV range is empty (causal/local) writes O = 0 and lse = +inf for its rows.
 //
+// Chunked attention (the kChunked instances, "fa2_chunked", with the extra parameter attention_chunk = C; C = 0
+// is plain attention): FlashAttention-3's attention_chunk (Llama 4's chunked attention), from
+// Dao-AILab/flash-attention at 0251105a2fb19d2957484b7f023cd8c115286ced:
+//   hopper/mask.h:116-120   per row, with chunk_start = round_down(C, row + seqlen_k - seqlen_q):
+//                           left = max(left, chunk_start), right = min(right, chunk_start + C);
+//   hopper/utils.h:103-117  round_down / round_up through div_floor (floor division, also of negatives);
+//   hopper/block.h:24-45    n_block_max = min(.., ceil_div(round_up(C, (m_block + 1) kBlockM + seqlen_k -
+//                           seqlen_q), kBlockN)); n_block_min = max(.., round_down(C, m_block kBlockM +
+//                           seqlen_k - seqlen_q) / kBlockN);
+//   hopper/flash_api.cpp:148-160  C > 0 makes the call local (is_causal false, is_local true: every KV step is
+//                           masked) and clamps the window sides to C - 1 (which the chunk bounds imply);
+//   hopper/test_util.py:193-224   construct_chunk_mask, the reference: a key is masked when it is left of the
+//                           row's chunk start or at/after chunk start + C, ORed with the causal/local mask.
+// So query row i (bottom-right aligned: key position i + seqlen_k - seqlen_q) attends the keys of its own chunk
+// [chunk_start, chunk_start + C) that its causal/local window also allows: the chunk bounds both sides (a
+// non-causal call attends the whole chunk, later keys of it included). Here causal/local keep FA2's meaning
+// and the chunk intersects them; FA2_LOCAL_MASK (is_local || C > 0) plays FA2's is_local in the step logic.
+//
 // Built with --use_fast_math (FA2's flags): exp2f is ex2.approx.ftz.f32, __logf is lg2.approx.ftz.f32 *
 // ln 2, 1.f / l is MUFU.RCP, all f32 arithmetic .FTZ. The twin is flashsim/kernels/fa2.py.
 
@@ -57,11 +75,14 @@ struct Params {
     float scale_softmax, scale_softmax_log2, softcap;  // softcap: softmax_scale / cap, 0 when off
     int window_left, window_right;                     // -1: unbounded (causal is (-1, 0))
     int is_causal, is_local;
+    int attention_chunk;                               // kChunked instances only: C > 0, or 0 (off)
 };
 
 __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }  // C++ truncation, as cute
 __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
 __device__ __forceinline__ int imin(int a, int b) { return a < b ? a : b; }
+// floor(a / b) for b > 0 (FA3's div_floor): C++ division truncates toward 0
+__device__ __forceinline__ int div_floor(int a, int b) { return a >= 0 ? a / b : -1 - (-1 - a) / b; }
 
 // Swizzle<3,3,3> over tile_to_shape((8, 64):(64, 1), (rows, kHeadDim)): see the header.
 template <int kRows>
@@ -89,7 +110,7 @@ __device__ __forceinline__ void copy_tile(unsigned short* s, const unsigned shor
     }
 }
 
-template <int kHeadDim, int kBlockM, int kBlockN, bool kBF16>
+template <int kHeadDim, int kBlockM, int kBlockN, bool kBF16, bool kChunked = false>
 __device__ __forceinline__ void forward(const Params& p) {
     static_assert(kBlockM % 64 == 0 && kBlockN % 16 == 0, "4 warps of 16 rows per m-tile; 16-key slices");
     constexpr int kMT = kBlockM / 64;     // m-tiles per warp (warp w: rows 16 w + 64 m + 0..15)
@@ -118,15 +139,24 @@ __device__ __forceinline__ void forward(const Params& p) {
     const int rows_left = p.seqlen_q - m_block * kBlockM;
 
     const bool even_mn = p.seqlen_q % kBlockM == 0 && p.seqlen_k % kBlockN == 0;
-    const int n_block_min = !p.is_local ? 0
+    const int chunk = kChunked ? p.attention_chunk : 0;  // C (see the header); 0: off
+    // FA2's is_local in the step logic: a local window or (kChunked) a chunk, every KV step is masked. A macro, so
+    // that the other instances read p.is_local at each use as before (a bool variable reorders their SASS)
+#define FA2_LOCAL_MASK (kChunked ? (p.is_local || chunk > 0) : p.is_local)
+    int n_block_min = !p.is_local ? 0
         : imax(0, (m_block * kBlockM + p.seqlen_k - p.seqlen_q - p.window_left) / kBlockN);
     int n_block_max = ceil_div(p.seqlen_k, kBlockN);
     if (p.is_causal || p.is_local) {
         n_block_max = imin(n_block_max,
                           ceil_div((m_block + 1) * kBlockM + p.seqlen_k - p.seqlen_q + p.window_right, kBlockN));
     }
+    if (chunk > 0) {  // block.h: from the chunk start of the CTA's first row to the chunk end of its last
+        n_block_min = imax(n_block_min, div_floor(m_block * kBlockM + p.seqlen_k - p.seqlen_q, chunk) * chunk / kBlockN);
+        n_block_max = imin(n_block_max, ceil_div(div_floor((m_block + 1) * kBlockM + p.seqlen_k - p.seqlen_q - 1, chunk)
+                                                 * chunk + chunk, kBlockN));
+    }
 
-    if ((p.is_causal || p.is_local || !even_mn) && n_block_max <= n_block_min) {
+    if ((p.is_causal || FA2_LOCAL_MASK || !even_mn) && n_block_max <= n_block_min) {
 #pragma unroll
         for (int i = 0; i < kBlockM / 16; ++i) {
 #pragma unroll
@@ -155,7 +185,7 @@ __device__ __forceinline__ void forward(const Params& p) {
         for (int n = 0; n < kDT; ++n) acc_o[m][n][0] = acc_o[m][n][1] = acc_o[m][n][2] = acc_o[m][n][3] = 0.0f;
     float row_max[kMT][2], row_sum[kMT][2];  // [m][i]: row 16 warp + 64 m + g + 8 i
 
-    const int n_masking_steps = (!p.is_causal && !p.is_local) ? 1
+    const int n_masking_steps = (!p.is_causal && !FA2_LOCAL_MASK) ? 1
         : (even_mn ? ceil_div(kBlockM, kBlockN) : ceil_div(kBlockM, kBlockN) + 1);
     const int row_base = m_block * kBlockM + warp * 16 + g;
 
@@ -202,7 +232,7 @@ __device__ __forceinline__ void forward(const Params& p) {
 #pragma unroll
                     for (int e = 0; e < 4; ++e) acc_s[m][n][e] = wops::tanh_approx(acc_s[m][n][e] * p.softcap);
         }
-        if ((masking && (p.is_causal || p.is_local || !even_mn)) || (!masking && p.is_local)) {
+        if ((masking && (p.is_causal || FA2_LOCAL_MASK || !even_mn)) || (!masking && FA2_LOCAL_MASK)) {
 #pragma unroll
             for (int m = 0; m < kMT; ++m) {
 #pragma unroll
@@ -215,12 +245,19 @@ __device__ __forceinline__ void forward(const Params& p) {
                         if (p.is_local && p.window_left >= 0)
                             left = imax(0, row + p.seqlen_k - p.seqlen_q - p.window_left);
                     }
+                    // mask.h: the row's chunk [start, start + C) bounds both sides (one unsigned compare: with
+                    // left = max(left, start), right = min(right, start + C), NVRTC 13.0 fuses the three-way
+                    // min into a VIMNMX3, which the interpreter does not model)
+                    int start = 0;
+                    if (kChunked && chunk > 0) start = div_floor(row + p.seqlen_k - p.seqlen_q, chunk) * chunk;
 #pragma unroll
                     for (int n = 0; n < kNT; ++n) {
 #pragma unroll
                         for (int j = 0; j < 2; ++j) {
                             const int col = n_block * kBlockN + n * 8 + 2 * t + j;
                             if (col >= right || col < left) acc_s[m][n][2 * i + j] = kNegInf;
+                            if (kChunked && chunk > 0 && unsigned(col - start) >= unsigned(chunk))
+                                acc_s[m][n][2 * i + j] = kNegInf;
                         }
                     }
                 }
@@ -237,7 +274,7 @@ __device__ __forceinline__ void forward(const Params& p) {
             FS_TRACE(load_k, 0, );
         }
 
-        const bool check_inf = masking ? (p.is_causal || p.is_local) : p.is_local;
+        const bool check_inf = masking ? (p.is_causal || FA2_LOCAL_MASK) : FA2_LOCAL_MASK;
 #pragma unroll
         for (int m = 0; m < kMT; ++m) {
 #pragma unroll
@@ -356,6 +393,7 @@ __device__ __forceinline__ void forward(const Params& p) {
         }
     }
     FS_TRACE(store_o, 0, );
+#undef FA2_LOCAL_MASK
 }
 
 }  // namespace fa2
@@ -383,3 +421,24 @@ FA2_KERNEL(fa2_sm8x_hdim128_f16, 128, 64, 64, false)
 FA2_KERNEL(fa2_sm8x_hdim128_bf16, 128, 64, 64, true)
 FA2_KERNEL(fa2_sm8x_hdim64_f16, 64, 128, 64, false)
 FA2_KERNEL(fa2_sm8x_hdim64_bf16, 64, 128, 64, true)
+
+// The chunked entry points take one more parameter, attention_chunk (after is_local).
+#define FA2_CHUNKED_KERNEL(name, hdim, block_m, block_n, bf16)                                                 \
+    extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
+    name(const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* o,          \
+         float* lse, int seqlen_q, int seqlen_k, int heads, int heads_k, float scale_softmax,                  \
+         float scale_softmax_log2, float softcap, int window_left, int window_right, int is_causal,             \
+         int is_local, int attention_chunk) {                                                                   \
+        const fa2::Params p{q, k, v, o, lse, seqlen_q, seqlen_k, heads, heads_k, scale_softmax,                 \
+                            scale_softmax_log2, softcap, window_left, window_right, is_causal, is_local,        \
+                            attention_chunk};                                                                   \
+        fa2::forward<hdim, block_m, block_n, bf16, true>(p);                                                    \
+    }
+
+// "fa2_chunked": chunked attention with the tiles of flash-attn's sm80 Flash_fwd_kernel_traits without dropout
+// (csrc/flash_attn/src/flash_fwd_launch_template.h at the commit above: run_mha_fwd_hdim64, line 210,
+// <Headdim, 128, 128, 4>; run_mha_fwd_hdim128 off sm8x, line 262, <Headdim, 128, 64, 4>)
+FA2_CHUNKED_KERNEL(fa2_chunked_hdim128_f16, 128, 128, 64, false)
+FA2_CHUNKED_KERNEL(fa2_chunked_hdim128_bf16, 128, 128, 64, true)
+FA2_CHUNKED_KERNEL(fa2_chunked_hdim64_f16, 64, 128, 128, false)
+FA2_CHUNKED_KERNEL(fa2_chunked_hdim64_bf16, 64, 128, 128, true)

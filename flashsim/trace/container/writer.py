@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from flashsim._version import __version__
 from flashsim.errors import TraceError
 from flashsim.trace.container.encode import _encode_array_part, _encode_events, _KeyBuf
 from flashsim.trace.container.fileformat import (
@@ -95,8 +96,6 @@ class TraceWriter:
         self._arrays: list[dict] = []
         self._pending: deque = deque()
         self._max_pending = 2 * threads + 1
-        from flashsim import __version__
-
         header = {
             "format": "flashsim-trace",
             "format_version": FORMAT_VERSION,

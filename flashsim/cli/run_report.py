@@ -12,7 +12,7 @@ import numpy as np
 
 from flashsim import device
 from flashsim.errors import SimulatedFault
-from flashsim.launchargs import _UINT, compare_bits
+from flashsim.cli.launchargs import _UINT, compare_bits
 
 
 class _Sources:

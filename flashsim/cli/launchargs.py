@@ -1,5 +1,5 @@
 """The launch arguments of ``flashsim run`` written as text: ``NAME=DTYPE[SHAPE]:INIT`` arrays and
-``NAME=DTYPE:VALUE`` scalars (the syntax is documented in :mod:`flashsim.run`), the inputs they make, and
+``NAME=DTYPE:VALUE`` scalars (the syntax is documented in :mod:`flashsim.cli.run`), the inputs they make, and
 the bit-for-bit comparison of an array from two runs.
 """
 

@@ -1,42 +1,52 @@
 """Record, replay and force traces of the FlashAttention kernels (the work behind ``flashsim trace``).
 
-A trace file (``flashsim.trace.container``) made here holds, besides the events: the problem's
-parameters (``flashsim.kernels.problems``: shapes, dtype, masks, the seed and kind that regenerate the
-inputs), the inputs themselves (16-bit patterns) with their sha256, the outputs (out, and lse for fa2),
-the recorded CTAs and warps, and where it came from (GPU and driver, or the simulator; the CUDA source's
-hash and the build options; flashsim's version).
+A trace file (``flashsim.trace.container``, read and written through :mod:`flashsim.trace.runs`) made here
+holds, besides the events: the problem's parameters (``flashsim.kernels.problems``: shapes, dtype, masks,
+the seed and kind that regenerate the inputs), the inputs themselves (16-bit patterns) with their sha256,
+the outputs (out, and lse for a kernel that writes it), the recorded CTAs and warps, and where it came from
+(GPU and driver, the simulator or the SASS interpreter; the CUDA source's hash and the build options;
+flashsim's version).
 
-- ``record``: run the CUDA kernel's traced build (``backend="gpu"``) or the twin (``"sim"``) and write.
+- ``record``: run the CUDA kernel's traced build on the GPU (``backend="gpu"``), the twin (``"sim"``) or
+  the traced build's cubin in the SASS interpreter (``"interp"``, with the trace buffers gpu/trace_gpu.py
+  sets up on the GPU), and write.
 - ``replay``: re-simulate a file's run from its inputs with the same filter and diff it with the file
   (events, out and lse, bit for bit).
 - ``force``: re-simulate with the twin's registers replaced by the file's at every event up to a chosen
   sequence number (all events: None); the events that still differ are the steps that introduce a
   difference from a state that agreed.
+
+This module runs the kernels, so it sits above them (and above the SASS interpreter and flashsim.cuda);
+what the twins record through (``flashsim.trace.record``) and the file format sit below. ``Run``,
+``write``, ``load``, ``diff_runs``, ``describe`` and ``PARAM_KEYS`` are those of :mod:`flashsim.trace.runs`.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
+from flashsim._version import __version__
 from flashsim.errors import bad_argument
 from flashsim.trace import spec
-from flashsim.trace.diff import DiffResult, diff
+from flashsim.trace.diff import DiffResult
 from flashsim.trace.record import Recorder, check_filter
+from flashsim.trace.runs import PARAM_KEYS, Run, describe, diff_runs, load, write
 
-#: problem parameters a trace's meta keeps (flashsim.kernels.problems.make_case regenerates the inputs)
-PARAM_KEYS = ("kernel", "seed", "kind", "batch", "heads", "heads_k", "seqlen_q", "seqlen_k", "headdim", "dtype",
-              "causal", "window_size", "softcap", "softmax_scale")
+__all__ = ["BACKENDS", "PARAM_KEYS", "ReplayResult", "Run", "case_of", "describe", "diff_runs", "force", "load",
+           "make_params", "record", "replay", "run_case", "source_info", "write"]
+
+#: where a traced run runs: the CUDA build on the GPU, the twin, the CUDA build's cubin in the SASS interpreter
+BACKENDS = ("gpu", "sim", "interp")
 
 
 def make_params(kernel: str, *, seed: int = 0, kind: str = "normal", batch: int = 1, heads: int = 1,
                 heads_k: int | None = None, seqlen_q: int = 128, seqlen_k: int | None = None, headdim: int = 64,
                 dtype: str = "float16", causal: bool = False, window_size=(-1, -1), softcap: float = 0.0,
-                softmax_scale: float | None = None) -> dict:
-    """A problem for ``flashsim.kernels.problems.make_case``."""
+                softmax_scale: float | None = None, attention_chunk: int = 0) -> dict:
+    """A problem for ``flashsim.kernels.problems.make_case`` (``attention_chunk`` only for a kernel with chunked
+    attention; 0, off, leaves it out)."""
     from flashsim.kernels.problems import KINDS
 
     if kernel not in spec.KERNELS:
@@ -47,13 +57,8 @@ def make_params(kernel: str, *, seed: int = 0, kind: str = "normal", batch: int 
                 heads_k=int(heads if heads_k is None else heads_k), seqlen_q=int(seqlen_q),
                 seqlen_k=int(seqlen_q if seqlen_k is None else seqlen_k), headdim=int(headdim), dtype=dtype,
                 causal=bool(causal), window_size=tuple(int(x) for x in window_size), softcap=float(softcap),
-                softmax_scale=None if softmax_scale is None else float(softmax_scale))
-
-
-def _version() -> str:
-    from flashsim import __version__
-
-    return __version__
+                softmax_scale=None if softmax_scale is None else float(softmax_scale),
+                **({"attention_chunk": int(attention_chunk)} if attention_chunk else {}))
 
 
 def _args(case):
@@ -72,28 +77,50 @@ def source_info(kernel: str) -> dict:
             "options": list(k.build_options(trace=True))}
 
 
-@dataclass
-class Run:
-    """A traced run in memory."""
+def _run_interp(case, kernel: str, headdim: int, steps: int, n_ctas: int, ctas: list[int] | None, warps: list[int],
+                cap_words: int | None):
+    """The traced build's cubin in the SASS interpreter with the trace buffers gpu/trace_gpu.py sets up on the
+    GPU, decoded the same way (flashsim.trace.buffer): (out, lse, events, the cubin's sha256, words per warp)."""
+    import flashsim.cuda as fc
+    from flashsim.kernels.launch import prepare
+    from flashsim.trace import buffer
 
-    meta: dict
-    events: list
-    arrays: dict
+    ctas = list(range(n_ctas)) if ctas is None else ctas
+    need = spec.warp_words(kernel, headdim, steps)
+    cap = buffer.capacity(cap_words, need)
+    prep = prepare(kernel, case.q, case.k, case.v, trace=True, backend="interp", **case.kwargs)
+    module = prep.func.module
+    slot = np.full(n_ctas, -1, np.int32)
+    slot[ctas] = np.arange(len(ctas), dtype=np.int32)
+    d_slot = fc.asarray(slot)
+    d_buf = fc.zeros(len(ctas) * len(warps) * cap, np.uint32)
+    params = module.get_global("fs_trace_params").view(np.uint64)
+    params.set(buffer.params_bytes(d_buf.data.ptr, d_slot.data.ptr, cap, sum(1 << w for w in warps), len(warps)))
+    try:
+        out, lse = prep.result()
+    finally:
+        params.set(np.zeros(4, np.uint64))
+    buf = d_buf.get().reshape(len(ctas), len(warps), cap)
+    events, _ = buffer.decode_all(buf, ctas, warps, kernel, headdim, need)
+    return out, lse, events, module.sha256, cap
 
 
 def run_case(case, *, backend: str, ctas=(0,), warps=None, cap_words: int | None = None, progress=None) -> Run:
-    """Run ``case`` (a flashsim.kernels.problems.Case) traced on ``backend`` ('gpu' or 'sim'); ``progress(done,
-    total)`` follows the simulator's run (flashsim.kernels.PROGRESS_UNIT says what it counts)."""
+    """Run ``case`` (a flashsim.kernels.problems.Case) traced on ``backend`` (one of :data:`BACKENDS`),
+    recording the CTAs ``ctas`` (None: all) and warps ``warps`` (None: all 4); ``progress(done, total)``
+    follows the simulator's run (flashsim.kernels.PROGRESS_UNIT says what it counts)."""
     from flashsim.kernels import run_twin
     from flashsim.kernels.problems import inputs_digest
 
+    if backend not in BACKENDS:
+        raise bad_argument("backend", backend, f"expected one of {BACKENDS}")
     kernel = case.params["kernel"]
     args = _args(case)
     headdim, steps, n_ctas = spec.instance(kernel, args)
     ctas, warps = check_filter(ctas, warps, n_ctas)
-    meta = {"kind": "flashsim trace", "kernel": kernel, "params": {k: case.params[k] for k in PARAM_KEYS},
+    meta = {"kind": "flashsim trace", "kernel": kernel, "params": {k: case.params[k] for k in PARAM_KEYS if k in case.params},
             "instance_headdim": headdim, "kv_steps": steps, "grid_ctas": n_ctas, "ctas": ctas, "warps": warps,
-            "inputs_sha256": inputs_digest(case), "flashsim_version": _version(), "backend": backend}
+            "inputs_sha256": inputs_digest(case), "flashsim_version": __version__, "backend": backend}
     if backend == "gpu":
         from flashsim import device
 
@@ -103,34 +130,19 @@ def run_case(case, *, backend: str, ctas=(0,), warps=None, cap_words: int | None
                                  **case.kwargs)
         out, lse, events = t.out, t.lse, t.events
         meta["cap_words"] = t.cap_words
-    elif backend == "sim":
+    elif backend == "interp":
+        meta["source"] = source_info(kernel)
+        out, lse, events, meta["cubin_sha256"], meta["cap_words"] = _run_interp(
+            case, kernel, headdim, steps, n_ctas, ctas, warps, cap_words)
+    else:
         rec = Recorder(kernel, ctas=ctas, warps=warps)
         out, lse = run_twin(kernel, case.q, case.k, case.v, rec=rec, progress=progress, **case.kwargs)
         events = rec.events
-    else:
-        raise bad_argument("backend", backend, "expected 'gpu' or 'sim'")
     arrays = {"q": case.q.view(np.uint16), "k": case.k.view(np.uint16), "v": case.v.view(np.uint16),
               "out": np.ascontiguousarray(out).view(np.uint16)}
     if lse is not None:
         arrays["lse"] = np.ascontiguousarray(lse).view(np.uint32)
     return Run(meta, events, arrays)
-
-
-def write(run: Run, path, *, force: bool = False, progress=None) -> Path:
-    """Write ``run`` to ``path`` (atomically; an existing file only with ``force``; on any exception, Ctrl-C
-    included, nothing is left at ``path`` nor a temporary file). ``progress(done, total)`` counts events."""
-    from flashsim.trace.container import TraceWriter
-
-    path = Path(path)
-    n = len(run.events)
-    with TraceWriter(path, run.meta, list(spec.TAGS), force=force) as w:
-        for i, e in enumerate(run.events):
-            w.add_event(e.cta, e.warp, e.seq, e.tag, e.regs)
-            if progress is not None and (i % 1024 == 1023 or i == n - 1):
-                progress(i + 1, n)
-        for name, arr in run.arrays.items():
-            w.add_array(name, arr)
-    return path
 
 
 def record(case, path, *, backend: str = "gpu", ctas=(0,), warps=None, force: bool = False,
@@ -140,14 +152,6 @@ def record(case, path, *, backend: str = "gpu", ctas=(0,), warps=None, force: bo
     run = run_case(case, backend=backend, ctas=ctas, warps=warps, cap_words=cap_words, progress=progress)
     write(run, path, force=force, progress=write_progress)
     return run
-
-
-def load(path) -> Run:
-    """A trace file's meta, events and arrays (every chunk checked)."""
-    from flashsim.trace.container import TraceReader
-
-    with TraceReader(path) as r:
-        return Run(dict(r.meta), list(r.events()), {n: r.array(n) for n in r.array_names()})
 
 
 def case_of(run: Run):
@@ -178,11 +182,6 @@ class ReplayResult:
         return self.diff.clean and self.out_mismatches == 0 and not self.lse_mismatches
 
 
-def diff_runs(a: Run, b: Run, a_name="A", b_name="B") -> DiffResult:
-    return diff(a.events, b.events, kernel=a.meta["kernel"], headdim=a.meta["instance_headdim"],
-                dtype=a.meta["params"]["dtype"], a_name=a_name, b_name=b_name)
-
-
 def replay(run: Run, name: str = "trace") -> ReplayResult:
     """Re-simulate ``run`` from its inputs with its CTA/warp filter and compare (events, out, lse)."""
     case = case_of(run)
@@ -208,12 +207,3 @@ def force(run: Run, through: int | None = None, name: str = "trace") -> tuple[Di
     run_twin(run.meta["kernel"], case.q, case.k, case.v, rec=rec, **case.kwargs)
     sim = Run(run.meta, rec.events, {})
     return diff_runs(run, sim, name, "forced simulator"), rec.forced
-
-
-def describe(meta: dict) -> str:
-    p = meta["params"]
-    where = meta.get("device", {}).get("name", "simulator") if meta.get("backend") == "gpu" else "simulator"
-    return (f"{meta['kernel']} on {where}: {p['dtype']} b={p['batch']} h={p['heads']}/{p['heads_k']} "
-            f"sq={p['seqlen_q']} sk={p['seqlen_k']} d={p['headdim']} {p['kind']} seed={p['seed']}; "
-            f"CTAs {meta['ctas']} warps {meta['warps']}; " + json.dumps({k: p[k] for k in ("causal", "window_size",
-                                                                                       "softcap", "softmax_scale")}))

@@ -131,17 +131,14 @@ def cmd_ldmatrix(args) -> int:
     if used < 32:
         print(f"(lanes {used}..31: addresses ignored by .x{num})")
     # what each lane receives: element (matrix row, column) -> byte address, and logical coordinates
-    lane = np.arange(32)
     eb = 2  # .b16
     recv = np.empty((32, num, 2), np.int64)
     lrecv = np.empty((32, num, 2), np.int64)
+    m8n8 = fragment("ldmatrix.m8n8")  # lane l's register holds (row, col) of its matrix; .trans swaps the two
     for h in range(2):
-        if not args.trans:
-            row = lane // 4
-            col = 2 * (lane % 4) + h
-        else:
-            row = 2 * (lane % 4) + h
-            col = lane // 4
+        row, col = m8n8.row[:, 0, h].astype(np.int64), m8n8.col[:, 0, h].astype(np.int64)
+        if args.trans:
+            row, col = col, row
         for j in range(num):
             recv[:, j, h] = phys[8 * j + row] + eb * col
             lrecv[:, j, h] = logical[8 * j + row] * args.elem_bytes // eb + col if args.elem_bytes <= eb else -1

@@ -59,14 +59,7 @@ ALLOWED_GPU_IMPORTS: dict[tuple[str, str], str] = {}
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
 
 #: package edges left out of the cycle check (rule c): each closes a cycle today
-ALLOWED_CYCLE_EDGES: dict[tuple[str, str], str] = {
-    ("flashsim.trace", "flashsim.kernels"): "the twins record through trace.record and name registers with "
-                                            "trace.spec.array_names, while trace.record reads TRACE_WARPS and "
-                                            "trace.spec the traceable kernels and their register lists from "
-                                            "kernels.spec (the kernel layer's files, being rewritten): the kernel "
-                                            "registry belongs below trace (or the per-kernel tables above it); "
-                                            "the session that runs the twins is above both (flashsim.session)",
-}
+ALLOWED_CYCLE_EDGES: dict[tuple[str, str], str] = {}
 
 #: modules that may import argparse outside flashsim.cli: parsing helpers, the harness's own scripts
 ARGPARSE_OK = {"flashsim.options": "argparse types of the option definitions shared with the pytest plugin",

@@ -33,6 +33,8 @@ from functools import cached_property
 from typing import Any, Callable
 
 from flashsim.errors import bad_argument
+from flashsim.trace import spec as trace_spec
+from flashsim.trace.record import WARPS as TRACE_WARPS  # the recorder's register maps are built for 4 warps
 
 __all__ = ["DTYPE_SUFFIX", "FEATURES", "SMEM_LIMIT", "SPECS", "Domain", "Instance", "KernelSpec", "SmemBuffer",
            "Tiles", "fa2_smem_layout", "get", "register"]
@@ -49,8 +51,6 @@ FEATURES: dict[str, tuple[str, Callable[[Any], bool]]] = {
 }
 #: sm_90: the most shared memory one CTA may have (227 KiB, after opting in above the 48 KiB default)
 SMEM_LIMIT = 227 * 1024
-#: the trace recorder's register maps (flashsim.trace.record) are built for CTAs of 4 warps
-TRACE_WARPS = 4
 #: the accumulator precisions flashsim.attention.attention_lowp models
 ACCUMULATORS = ("f32", "f16")
 
@@ -475,6 +475,8 @@ def register(spec: KernelSpec) -> KernelSpec:
             raise bad_argument("config_of", spec.config_of, f"kernel {spec.name!r}: another configuration has "
                                                             "the same source and twin")
     SPECS[spec.name] = spec
+    if spec.traceable:
+        trace_spec.register_traced(spec.name, spec)
     return spec
 
 

@@ -24,10 +24,12 @@ from typing import Callable, Iterable
 import numpy as np
 
 from flashsim.errors import bad_argument
-from flashsim.kernels.spec import TRACE_WARPS as WARPS  # every traced kernel runs 4 warps per CTA
 from flashsim.trace import spec
 from flashsim.warp.fragments import Fragment, fragment, quad_columns, thread_in_group
 
+#: warps per CTA of every traced kernel (the register maps below are built for it; flashsim.kernels.spec checks
+#: each traceable spec against it)
+WARPS = 4
 LANES = 32
 
 

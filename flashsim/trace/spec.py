@@ -15,7 +15,6 @@ the two agree.
 from __future__ import annotations
 
 from flashsim.errors import bad_argument
-from flashsim.kernels import spec as kernel_specs
 
 #: tag ids are the indices; gpu/kernels/trace.cuh has the same enum (FS_TAG_<name> = index)
 TAGS: tuple[str, ...] = (
@@ -24,8 +23,22 @@ TAGS: tuple[str, ...] = (
 )
 TAG_ID = {t: i for i, t in enumerate(TAGS)}
 
-#: kernels that can be traced (flashsim.kernels.spec: the specs with ``traceable``)
-KERNELS: tuple[str, ...] = tuple(name for name, k in kernel_specs.SPECS.items() if k.traceable)
+#: the kernels that can be traced, by name: flashsim.kernels.spec registers every spec with ``traceable`` here
+#: (``register_traced``) as it registers the spec, so this layer needs nothing of the kernel layer; each
+#: entry provides ``instance(headdim)``, ``instance_for(args)`` and ``twin_module`` (trace_registers,
+#: trace_program, REGISTER_FORMATS)
+_TRACED: dict = {}
+
+
+def register_traced(name: str, kernel) -> None:
+    """Make ``kernel`` (a flashsim.kernels.spec.KernelSpec) traceable under ``name``."""
+    _TRACED[name] = kernel
+
+
+def __getattr__(name: str):
+    if name == "KERNELS":  # the traceable kernels' names, in registration order
+        return tuple(_TRACED)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def array_names(name: str, *dims: int) -> list[str]:
@@ -41,9 +54,10 @@ def array_names(name: str, *dims: int) -> list[str]:
 
 
 def _traced(kernel: str):
-    spec = kernel_specs.get(kernel)
-    if not spec.traceable:
-        raise bad_argument("kernel", kernel, f"expected one of the traced kernels {KERNELS}")
+    spec = _TRACED.get(kernel) if isinstance(kernel, str) else None
+    if spec is None:
+        raise bad_argument("kernel", kernel, f"expected one of the traced kernels {tuple(_TRACED)} (registered by "
+                                             "flashsim.kernels)")
     return spec
 
 

@@ -23,8 +23,7 @@ from flashsim.cli.arguments import add_problem_arguments, size_options
 from flashsim.cli.traceshow import show as show_sass_trace
 from flashsim.errors import FlashsimError, bad_argument
 from flashsim.kernels import PROGRESS_UNIT
-from flashsim.kernels.problems import KINDS, make_case
-from flashsim.kernels.spec import get
+from flashsim.kernels.problems import KINDS, call_kwargs, make_case
 from flashsim.options import id_list, non_negative_int, positive_int
 from flashsim.progress import Estimate, Progress, refuse_if_too_large
 from flashsim.sass.tracediff import diff_traces
@@ -151,13 +150,7 @@ def estimate_record(params: dict, backend: str, ctas: list[int] | None, n_warps:
     kernel = params["kernel"]
     q, k, v = fake_inputs(params["batch"], params["heads"], params["heads_k"], params["seqlen_q"],
                           params["seqlen_k"], params["headdim"], params["dtype"])
-    kw = {"softmax_scale": params["softmax_scale"]}
-    features = get(kernel).features  # what the kernel models: make_case passes these alone
-    if "masks" in features:
-        kw.update(causal=params["causal"], window_size=tuple(params["window_size"]))
-    if "softcap" in features:
-        kw["softcap"] = params["softcap"]
-    a = check_args(q, k, v, **kw)
+    a = check_args(q, k, v, **call_kwargs(params))
     nq = a.batch * a.seqlen_q * a.heads * a.headdim
     nk = a.batch * a.seqlen_k * a.heads_k * a.headdim
     est = Estimate()

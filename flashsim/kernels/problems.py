@@ -127,15 +127,21 @@ def make_case(params: dict) -> Case:
         k[at(k)] = np.inf
         v[at(v)] = -np.inf
     q, k, v = (x.astype(np.float32).astype(dt) for x in (q, k, v))
+    return Case(params, q, k, v, call_kwargs(params))
+
+
+def call_kwargs(p: dict) -> dict:
+    """flash_attn_func's keyword arguments of a problem's parameters: the scale, and of the masks, softcap and
+    chunk those the kernel models (its spec's features)."""
     kwargs = {"softmax_scale": p["softmax_scale"]}
     features = get(p["kernel"]).features
     if "masks" in features:
-        kwargs.update(causal=p["causal"], window_size=p["window_size"])
+        kwargs.update(causal=p["causal"], window_size=tuple(p["window_size"]))
     if "softcap" in features:
         kwargs["softcap"] = p["softcap"]
     if "chunk" in features:
         kwargs["attention_chunk"] = p.get("attention_chunk", 0)
-    return Case(params, q, k, v, kwargs)
+    return kwargs
 
 
 def random_case(rng: np.random.Generator, kernel: str) -> Case:

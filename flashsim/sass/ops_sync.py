@@ -82,6 +82,19 @@ def syncs(ctx: Ctx):
     raise ctx.unsupported(f"{ctx.ins.name}")
 
 
+def _barrier_lanes(m, ex, addr, ins, what: str, **check):
+    """The lanes of ``ex`` that execute an mbarrier operation, the CTA's asynchronous state and each lane's
+    barrier address, after the checks every mbarrier operation makes (S.check: alignment, shared window,
+    initialised); None when no lane executes it."""
+    lanes = lanes_of(m, ex)
+    if not lanes.any():
+        return None
+    S = m.async_state()
+    ad = addr(m)
+    S.check(m, ins, lanes, ad, what, **check)
+    return lanes, S, ad
+
+
 def _exch(ctx: Ctx):
     # SYNCS.EXCH.64 URZ, [a], URv: the 64-bit exchange ptxas makes of mbarrier.init (once per warp and
     # address: the value operand is uniform)
@@ -92,12 +105,10 @@ def _exch(ctx: Ctx):
     ins = ctx.ins
 
     def run(m, ex):
-        lanes = lanes_of(m, ex)
-        if not lanes.any():
+        got = _barrier_lanes(m, ex, addr, ins, "mbarrier.init", need_init=False)
+        if got is None:
             return
-        S = m.async_state()
-        ad = addr(m)
-        S.check(m, ins, lanes, ad, "mbarrier.init", need_init=False)
+        lanes, S, ad = got
         a, w, l = np.nonzero(lanes)
         key = np.stack([a, w, ad[a, w, l]])
         _, first = np.unique(key, axis=1, return_index=True)
@@ -131,12 +142,10 @@ def _arrive(ctx: Ctx):
         what = what.replace("arrive", "arrive_drop")
 
     def run(m, ex):
-        lanes = lanes_of(m, ex)
-        if not lanes.any():
+        got = _barrier_lanes(m, ex, addr, ins, what)
+        if got is None:
             return
-        S = m.async_state()
-        ad = addr(m)
-        S.check(m, ins, lanes, ad, what)
+        lanes, S, ad = got
         a, w, l = np.nonzero(lanes)
         v = np.broadcast_to(np.asarray(rv(m), np.uint32), lanes.shape)[a, w, l].astype(np.int64)
         cnt = v if csrc == "R" else np.full(len(a), csrc, np.int64)
@@ -209,12 +218,10 @@ def _inval(ctx: Ctx):
     ins = ctx.ins
 
     def run(m, ex):
-        lanes = lanes_of(m, ex)
-        if not lanes.any():
+        got = _barrier_lanes(m, ex, addr, ins, "mbarrier.inval")
+        if got is None:
             return
-        S = m.async_state()
-        ad = addr(m)
-        S.check(m, ins, lanes, ad, "mbarrier.inval")
+        lanes, S, ad = got
         a, w, l = np.nonzero(lanes)
         S.inited[a, ad[a, w, l] >> 3] = False
         S.epoch += 1

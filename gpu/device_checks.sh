@@ -15,7 +15,9 @@
 # pytest --gpu on the interpreter's test files; ncu_source: the interpreter's per-instruction bank counters
 # against Nsight Compute's source counters; diagnostics: planted races, faults and uninitialised reads
 # against compute-sanitizer; golden_user: pytest --gpu --update-golden of flashsim.testing's own test
-# (the stored GPU results under traces/golden). With the cubin cache carried in .fscache, the GPU machine
+# (the stored GPU results under traces/golden). tma: cuTensorMapEncodeTiled and TMA copies recorded for
+# traces/tma; sass_wgmma: wgmma (HGMMA/QGMMA) on the GPU against the interpreter on the same cubins; hopper:
+# the TMA pipeline and wgmma GEMM kernels and their planted bugs (GPU, racecheck, synccheck), for traces/hopper. With the cubin cache carried in .fscache, the GPU machine
 # runs the very cubins built elsewhere by NVRTC 13.0.88 (FLASHSIM_CACHE_DIR).
 set -u
 OUT=${OUT:-out}; R=$OUT/r; mkdir -p "$R"
@@ -58,6 +60,9 @@ PY
     golden_user) timeout 200 python -m pytest --gpu --update-golden -q -p no:cacheprovider -m "not gpu" tests/test_testing_helper.py tests/test_checking_planted.py docs/examples/test_row_sums.py \
                    > "$R/golden_user.log" 2>&1; mkdir -p "$R/golden" && cp -r traces/golden/. "$R/golden/" ;;
     pytest) timeout 240 python -m pytest --gpu -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} tests > "$R/pytest.log" 2>&1 ;;
+    tma) timeout 200 python -m flashsim.gpu.validate_tma --out "$R/tma" --record > "$R/tma.log" 2>&1 ;;
+    sass_wgmma) timeout 300 python -m flashsim.gpu.validate_sass_wgmma --out "$R/sass_wgmma" > "$R/sass_wgmma.log" 2>&1 ;;
+    hopper) timeout 420 python -m flashsim.gpu.validate_hopper_kernels --out "$R/hopper" --record > "$R/hopper.log" 2>&1 ;;
   esac
   echo "stage $stage exit $?"; tail -4 "$R/$stage.log"
 done

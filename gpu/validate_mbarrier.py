@@ -10,18 +10,23 @@ interpreter, compared element by element:
   mbar_script     random scripts of mbarrier operations (init, arrive with and without counts, expect_tx,
                   complete_tx, arrive.expect_tx, arrive_drop, the release.cluster forms, inval, test_wait /
                   try_wait by parity and by state, pending_count, cp.async.bulk completing a phase), one warp
-                  per case on 4 barriers; after every step the 4 barrier words (ld.shared.b64) and every
+                  per case on 4 barriers; after every step the 4 barrier words (ld.volatile.shared.b64) and every
                   lane's result. Set "basic": every wait in a script is on a completed phase; set "timeouts":
                   try_wait also on phases that cannot complete (the GPU returns false at its time limit, the
                   interpreter when no lane can run). The scripts are built so that every result is
-                  deterministic, and :func:`script_reference` computes them from the PTX ISA and the word
-                  layout of flashsim.smem.mbarrier (hypotheses included): a GPU/interpreter mismatch names the
-                  step, the op and the differing bits of the word.
+                  deterministic, and :func:`script_reference` computes them from the PTX ISA and the rules
+                  of flashsim.smem.mbarrier (the state's layout, the state an arrive returns, the bytes a
+                  load reads): a GPU/interpreter mismatch names the step, the op and the differing bits.
   elect_probe     elect.sync by random sets of lanes.
   namedbar_probe  bar.arrive / bar.sync / barrier.sync with ids and counts in registers across 4 warps.
   setmaxnreg      setmaxnreg.dec / .inc across 3 warpgroups (40 + 2 x 232 registers).
   ws_pipeline     the producer/consumer pipeline (WS_STAGES 2 and 4): GPU output against the interpreter's
                   under the default schedule and ``--seeds`` seeded schedules, and against numpy.
+  mbar_word_probe what generic accesses see of and do to an mbarrier's bytes: loads of every kind and a
+                  32-bit atomic on a live barrier, a load right after inval, an inval next to an invalid
+                  neighbour that a store overwrote, a store into a live barrier (WORD_PROBE_OUTPUTS names them;
+                  run last: such a store is undefined in the PTX ISA).
+  mbar_many_probe 1024 mbarriers per CTA and 4 x --cases CTAs: do states reach the bytes without an inval?
 
 The planted-bug copies of ws_pipeline (WS_MUTANT 1..3) hang on a GPU and are not run here; their deadlock
 reports are CPU tests (tests/test_mbarrier.py).
@@ -50,9 +55,10 @@ import numpy as np
 from flashsim.errors import location
 from flashsim.smem import mbarrier as mb
 
-__all__ = ["ARCH", "OPS", "TRACE_JSON", "TRACE_NPZ", "Build", "build", "elect_cases", "elect_reference",
-           "main", "make_scripts", "namedbar_reference", "pipeline_inputs", "pipeline_reference", "replay",
-           "run_probe", "script_reference", "setmaxnreg_reference"]
+__all__ = ["ARCH", "OPS", "TRACE_JSON", "TRACE_NPZ", "WORD_PROBE_OUTPUTS", "Build", "build", "elect_cases",
+           "elect_reference", "main", "make_scripts", "many_reference", "namedbar_reference", "pipeline_inputs",
+           "pipeline_reference", "replay", "run_probe", "script_reference", "setmaxnreg_reference",
+           "word_probe_reference"]
 
 ARCH = "sm_90a"
 PROBE_FILE = "probe_mbarrier.cu"
@@ -113,10 +119,13 @@ def pipeline_build(stages: int, mutant: int = 0, cubin: bytes | None = None) -> 
 
 # ================================================================================================ mbar_script
 class _Case:
-    """The state one mbar_script case goes through (the reference model, also used to generate scripts)."""
+    """The state one mbar_script case goes through (the reference model, also used to generate scripts):
+    ``state`` the 4 barriers' states, ``mem`` their shared-memory bytes, which a load reads and only an inval
+    writes (flashsim.smem.mbarrier; the barriers are two aligned 16-byte blocks, {0, 1} and {2, 3})."""
 
     def __init__(self, src: np.ndarray, combine: bool = True):
-        self.words = np.zeros(4, np.uint64)
+        self.state = np.zeros(4, np.uint64)
+        self.mem = np.zeros(4, np.uint64)  # the probe stores 0 before the first init
         self.inited = np.zeros(4, bool)
         self.tok = np.zeros(32, np.uint64)
         self.tokbar = np.full(32, -1)
@@ -125,7 +134,7 @@ class _Case:
         self.combine = combine
 
     def f(self, b: int) -> dict:
-        return {k: int(v) for k, v in mb.fields(self.words[b]).items()}
+        return {k: int(v) for k, v in mb.fields(self.state[b]).items()}
 
     def step(self, op: int, arg: int, mask: int) -> np.ndarray:
         """Apply one step; returns every lane's 64-bit result."""
@@ -139,58 +148,60 @@ class _Case:
         if not lanes:
             return res
         if name == "init":
-            self.words[b] = mb.init_word(arg)
+            self.state[b] = mb.init_word(arg)
             self.inited[b] = True
         elif name in arrive:
             cnt, tx, drop = arrive[name]
             if self.combine:
-                old = self.words[b]
+                old = self.state[b]
                 new, _, mis = mb.arrive(old, cnt * len(lanes), tx * len(lanes), drop)
                 if int(mis):
                     raise ValueError(f"script misuse at {name}: {mb.MISUSE[int(mis)]}")
-                self.words[b] = new
+                self.state[b] = new
                 olds = [old] * len(lanes)
             else:
                 olds = []
                 for _ in lanes:
-                    olds.append(self.words[b])
-                    new, _, mis = mb.arrive(self.words[b], cnt, tx, drop)
+                    olds.append(self.state[b])
+                    new, _, mis = mb.arrive(self.state[b], cnt, tx, drop)
                     if int(mis):
                         raise ValueError(f"script misuse at {name}: {mb.MISUSE[int(mis)]}")
-                    self.words[b] = new
+                    self.state[b] = new
             if name in ("arrive", "arrive_n", "arrive_tx", "drop", "drop_n"):
                 for ln, o in zip(lanes, olds):
-                    res[ln] = o
-                    self.tok[ln] = o
+                    res[ln] = self.tok[ln] = mb.state_token(o)
                     self.tokbar[ln] = b
         elif name in ("test_parity", "try_parity", "try_parity_hint"):
-            res[lanes] = int(mb.phase_done(self.words[b], arg & 1))
+            res[lanes] = int(mb.phase_done(self.state[b], arg & 1))
         elif name == "test_raw":
-            res[lanes] = int(mb.phase_done(self.words[b], (arg >> 31) & 1))
+            res[lanes] = int(mb.phase_done(self.state[b], (arg >> 31) & 1))
         elif name in ("test_state", "try_state"):
             for ln in lanes:
-                res[ln] = int(mb.phase_done(self.words[b], int(self.tok[ln]) >> 63))
+                res[ln] = int(mb.phase_done(self.state[b], int(self.tok[ln]) >> 63))
         elif name == "pending":
             for ln in lanes:
-                res[ln] = (0x100000 - ((int(self.tok[ln]) >> 43) & 0xFFFFF)) & 0xFFFFFFFF
+                res[ln] = int(mb.pending_count(self.tok[ln]))
         elif name == "bulk":
             n, soff, doff = arg & 0x1FF, ((arg >> 16) & 15) * 16, ((arg >> 20) & 15) * 16
             for _ in lanes:
                 self.buf.view(np.uint8)[doff:doff + n] = self.src.view(np.uint8)[soff:soff + n]
-                new, _, mis = mb.complete_tx(self.words[b], n)
-                self.words[b] = new
+                new, _, mis = mb.complete_tx(self.state[b], n)
+                self.state[b] = new
             res[lanes] = 1
         elif name == "inval":
+            for k in (b & ~1, b | 1):  # the valid barriers of the 16-byte block write their states back
+                if self.inited[k]:
+                    self.mem[k] = self.state[k]
             self.inited[b] = False
         return res
 
 
 def script_reference(ops: np.ndarray, args: np.ndarray, masks: np.ndarray, src: np.ndarray,
                      combine: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The outputs mbar_script must produce for (cases, steps) scripts: words (cases, steps, 4), results
-    (cases, steps, 32) and the bulk destination (cases, 64). ``combine``: the lanes of one instruction on one
-    barrier act as one update and all get the word before it (the interpreter's rule); False: they act one
-    after another in lane order, each getting the word before its own update (the alternative)."""
+    """The outputs mbar_script must produce for (cases, steps) scripts: words (cases, steps, 4: the barriers'
+    shared-memory bytes), results (cases, steps, 32) and the bulk destination (cases, 64). ``combine``: the lanes
+    of one instruction on one barrier act as one update and all get the state before it (the H100's rule);
+    False: they act one after another in lane order, each getting the state before its own update."""
     C, S = ops.shape
     words = np.zeros((C, S, 4), np.uint64)
     res = np.zeros((C, S, 32), np.uint64)
@@ -199,7 +210,7 @@ def script_reference(ops: np.ndarray, args: np.ndarray, masks: np.ndarray, src: 
         st = _Case(src[c], combine)
         for i in range(S):
             res[c, i] = st.step(int(ops[c, i]), int(args[c, i]), int(masks[c, i]))
-            words[c, i] = st.words
+            words[c, i] = st.mem
         buf[c] = st.buf
     return words, res, buf
 
@@ -283,7 +294,7 @@ def _script(rng, steps: int, timeouts: bool, src: np.ndarray) -> list[tuple[int,
             continue
         if r < 0.65:
             parity = int(rng.integers(2))
-            done = bool(mb.phase_done(st.words[b], parity))
+            done = bool(mb.phase_done(st.state[b], parity))
             if done or timeouts:
                 emit(str(rng.choice(["try_parity", "try_parity_hint"])), b, parity,
                      _lanes(rng, int(rng.integers(1, 33))))
@@ -295,7 +306,7 @@ def _script(rng, steps: int, timeouts: bool, src: np.ndarray) -> list[tuple[int,
             name = str(rng.choice(["test_state", "try_state", "pending"]))
             pick = [ln for ln in have if rng.random() < 0.6] or have[:1]
             if name == "try_state" and not timeouts:
-                pick = [ln for ln in pick if bool(mb.phase_done(st.words[b], int(st.tok[ln]) >> 63))]
+                pick = [ln for ln in pick if bool(mb.phase_done(st.state[b], int(st.tok[ln]) >> 63))]
                 if not pick:
                     continue
             emit(name, b, 0, int(sum(1 << ln for ln in pick)))
@@ -331,6 +342,62 @@ def make_scripts(seed: int, cases: int, steps: int = STEPS, timeouts: bool = Fal
         for i, (o, a, m) in enumerate(sc):
             ops[c, i], args[c, i], masks[c, i] = o, a, m
     return ops, args, masks, src
+
+
+# ================================================================================================ mbarrier bytes
+#: mbar_word_probe's outputs, in the order the kernel writes them (probe_mbarrier.cu: experiments A..D)
+WORD_PROBE_OUTPUTS = (
+    "A: the state arrive returns (init 3)", "A: ld.volatile of the live barrier", "A: ld (weak)",
+    "A: ld.relaxed.cta", "A: ld.acquire.cta", "A: ld.volatile after fence.proxy.async.shared::cta",
+    "A: atom.or.b32 of 0 on each half (the old bytes)", "A: pending_count of the returned state",
+    "B: ld.volatile right after inval, no fence", "B: ld.volatile after membar.cta",
+    "B: the never-initialised neighbour in the block", "C: an invalid neighbour, overwritten by a store, after "
+    "the other slot's inval", "C: the other slot after its inval", "D: the state arrive returns after a store of "
+    "init(7)'s state into the live barrier", "D: test_wait.parity 0 after that arrive", "D: the stored bytes",
+    "D: the bytes after inval",
+)
+WORD_PROBE_PAT = 0x0123456789ABCDE0  # the 8 slots hold WORD_PROBE_PAT + i before any init
+MANY_BARRIERS = 1024  # mbar_many_probe: mbarriers per CTA
+
+
+def word_probe_reference(pat: int = WORD_PROBE_PAT) -> np.ndarray:
+    """mbar_word_probe's outputs under flashsim.smem.mbarrier's rules: loads, atomics and stores see and change
+    only the bytes, which only an inval writes (with the states of the valid barriers of its 16-byte block)."""
+    m64 = (1 << 64) - 1
+    s3 = int(mb.init_word(3))
+    a3 = int(mb.arrive(s3, 1)[0])  # init 3, one arrival
+    a4 = int(mb.arrive(mb.init_word(4), 1)[0])
+    tok = int(mb.state_token(s3))
+    out = [tok, pat, pat, pat, pat, pat, pat, int(mb.pending_count(tok)),  # A
+           a3, a3, (pat + 1) & m64,  # B
+           pat ^ 0x5555555555555555, a4,  # C
+           tok, int(mb.phase_done(a3, 0)), int(mb.init_word(7)), a3]  # D
+    assert len(out) == len(WORD_PROBE_OUTPUTS)
+    return np.array(out, np.uint64)
+
+
+def word_run(pat: int = WORD_PROBE_PAT, b: Build | None = None) -> ProbeRun:
+    out = np.zeros(len(WORD_PROBE_OUTPUTS), np.uint64)
+    return ProbeRun(b or build(PROBE_FILE), "mbar_word_probe", 1, 32, [], [out],
+                    (np.uint64(pat), np.uint64(int(mb.init_word(7))), "o"))
+
+
+def many_reference(n: int, ctas: int) -> np.ndarray:
+    """mbar_many_probe's outputs (ctas, 2, n): the bytes (0) after init and one arrive on each of n barriers,
+    then each one's state after its inval (no finite store of states that writes back what it evicts)."""
+    j = np.arange(n)
+    after = mb.arrive(mb.init_word(2 + j % 7), 1)[0]
+    one = np.stack([np.zeros(n, np.uint64), after])
+    return np.broadcast_to(one, (ctas, 2, n)).reshape(-1).copy()
+
+
+def many_run(n: int, ctas: int, b: Build | None = None) -> ProbeRun:
+    if not (0 < n <= MANY_BARRIERS and n % 32 == 0):
+        from flashsim.errors import bad_argument
+
+        raise bad_argument("n", n, f"expected a multiple of 32 in 32 .. {MANY_BARRIERS}")
+    return ProbeRun(b or build(PROBE_FILE), "mbar_many_probe", ctas, 32, [], [np.zeros(ctas * 2 * n, np.uint64)],
+                    (np.int32(n), "o"))
 
 
 # ================================================================================================ other probes
@@ -536,7 +603,7 @@ def validate(out: Path, *, cases: int, seed: int, seeds: int, record: bool, gpu:
              log=print) -> dict:
     """Run everything (see the module docstring) and return the report. The report is rewritten to ``out``
     after every probe, so a run cut short still leaves what it found; the set of scripts whose try_waits
-    time out on the GPU runs last."""
+    time out on the GPU runs after the others, then the two probes of what generic accesses do."""
     from flashsim.sass.machine import ExecOptions
     from flashsim.sass.toolchain import versions
 
@@ -595,7 +662,7 @@ def validate(out: Path, *, cases: int, seed: int, seeds: int, record: bool, gpu:
             arrays[f"mbar_script/{sname}/{k}"] = a
         entry(f"mbar_script/{sname}", cases, int(ops.size), msgs, forms, t_g, extra)
 
-    def simple(name: str, run: ProbeRun, ref: np.ndarray, ins: dict) -> None:
+    def simple(name: str, run: ProbeRun, ref: np.ndarray, ins: dict, label=None) -> None:
         before = _forms(pb, name)
         interp, t_i, ierr = _attempt(run_probe, run, "interp")
         forms = _forms_delta(before, _forms(pb, name))
@@ -604,11 +671,15 @@ def validate(out: Path, *, cases: int, seed: int, seeds: int, record: bool, gpu:
         msgs += [f"GPU: {gerr}"] if gerr else []
         if interp is not None and dev is not None and (interp[0] != dev[0]).any():
             bad = np.nonzero(interp[0] != dev[0])[0]
-            msgs.append(f"{len(bad)} of {dev[0].size} elements differ; the first, [{int(bad[0])}]: interpreter "
+            msgs.append(f"{len(bad)} of {dev[0].size} elements differ; the first, [{int(bad[0])}]"
+                        f"{f' ({label(int(bad[0]))})' if label else ''}: interpreter "
                         f"{int(interp[0][bad[0]]):#x}, {against} {int(dev[0][bad[0]]):#x}")
         extra = {"interp_seconds": t_i}
         if gpu and dev is not None:
             extra["reference_vs_gpu"] = int((dev[0] != ref).sum())
+            if label:
+                extra["reference_mismatches"] = [f"[{i}] {label(int(i))}: GPU {int(dev[0][i]):#x}, reference "
+                                                 f"{int(ref[i]):#x}" for i in np.nonzero(dev[0] != ref)[0][:20]]
             arrays[f"{name}/gpu_out"] = dev[0]
         for k, a in ins.items():
             arrays[f"{name}/{k}"] = a
@@ -656,6 +727,13 @@ def validate(out: Path, *, cases: int, seed: int, seeds: int, record: bool, gpu:
     for stages in (2, 4):
         pipeline(stages)
     script_set("timeouts", True)
+    # last: generic stores into a live mbarrier are undefined in the PTX ISA, so a fault here spoils nothing else
+    simple("mbar_word_probe", word_run(b=pb), word_probe_reference(), {"pat": np.array([WORD_PROBE_PAT], np.uint64)},
+           WORD_PROBE_OUTPUTS.__getitem__)
+    many = np.array([MANY_BARRIERS, 4 * cases], np.int64)  # barriers per CTA, CTAs (several per SM)
+    simple("mbar_many_probe", many_run(*map(int, many), pb), many_reference(*map(int, many)), {"n_ctas": many},
+           lambda i: f"{location(cta=i // (2 * int(many[0])))}, {'after inval' if i // int(many[0]) % 2 else 'live'}, "
+                     f"barrier {i % int(many[0])}")
 
     forms_all: dict[str, dict] = {}
     for name, e in report["probes"].items():

@@ -46,11 +46,12 @@ from flashsim.numerics.formats import BF16, E4M3, E5M2, F16, F32, FINITE, INF, N
 from flashsim.numerics.mma import MmaModel
 from flashsim.numerics.mma.generic import _finish_round_exact
 
-__all__ = ["EXACT", "FP8_DEFAULT", "FP8_HYPOTHESES", "K_OF", "M", "ProductsThenC", "WGMMA_K16_MODEL",
+__all__ = ["EXACT", "FP8_DEFAULT", "FP8_HYPOTHESES", "K_OF", "M", "M_WARP", "ProductsThenC", "WGMMA_K16_MODEL",
            "check_types", "exact_add", "exact_sum_model", "resolve_model", "wgmma", "wgmma_chain", "wgmma_m64nNk16",
-           "wgmma_m64nNk32", "wgmma_ptx"]
+           "wgmma_m64nNk32", "wgmma_ptx", "wgmma_warp"]
 
 M = 64  # rows of A and D: one warpgroup, 16 per warp
+M_WARP = 16  # rows of A and D one warp of the warpgroup holds (warp w: rows 16w..16w+15)
 
 ATYPES = types.MappingProxyType({"f16": F16, "bf16": BF16, "e4m3": E4M3, "e5m2": E5M2})
 CTYPES = types.MappingProxyType({"f32": F32, "f16": F16})
@@ -176,20 +177,22 @@ def _operands(a, b, c, n, k, afmt, bfmt, dfmt):
 
 
 def _one_step(a, b, c, n, k, afmt, bfmt, dfmt, rule, engine) -> np.ndarray:
-    """D of one instruction: a (..., 64, k), b (..., k, n), c (..., 64, n) checked bit patterns."""
+    """D of one instruction: a (..., rows, k), b (..., k, n), c (..., rows, n) checked bit patterns (rows: 64,
+    or the 16 of one warp)."""
     if isinstance(rule, str):  # EXACT
         return exact_sum_model(a, b, c, afmt=afmt, bfmt=bfmt, dfmt=dfmt)
     if isinstance(rule, ProductsThenC):
         p = _one_step(a, b, np.zeros(c.shape, np.uint32), n, k, afmt, bfmt, F32, rule.model, engine)
         return exact_add(c, p, dfmt=dfmt)
     batch = a.shape[:-2]
-    tiles = (*batch, M // 16, n // 8)
-    # the 4 x N/8 m16n8 tiles: tile (i, j) takes rows 16i.. of A, columns 8j.. of B and C's block (i, j)
-    at = np.broadcast_to(a.reshape(*batch, M // 16, 1, 16, k), (*tiles, 16, k))
+    rows = a.shape[-2]
+    tiles = (*batch, rows // 16, n // 8)
+    # the rows/16 x N/8 m16n8 tiles: tile (i, j) takes rows 16i.. of A, columns 8j.. of B and C's block (i, j)
+    at = np.broadcast_to(a.reshape(*batch, rows // 16, 1, 16, k), (*tiles, 16, k))
     bt = np.broadcast_to(np.swapaxes(b.reshape(*batch, k, n // 8, 8), -3, -2)[..., None, :, :, :], (*tiles, k, 8))
-    ct = np.swapaxes(c.reshape(*batch, M // 16, 16, n // 8, 8), -3, -2)
+    ct = np.swapaxes(c.reshape(*batch, rows // 16, 16, n // 8, 8), -3, -2)
     d = _mma.fused_mma(at, bt, ct, k=k, afmt=afmt, bfmt=bfmt, dfmt=dfmt, model=rule, engine=engine)
-    return np.ascontiguousarray(np.swapaxes(d, -3, -2)).reshape(*batch, M, n)
+    return np.ascontiguousarray(np.swapaxes(d, -3, -2)).reshape(*batch, rows, n)
 
 
 def _scaled_c(c, scale_d, dfmt) -> np.ndarray:
@@ -211,6 +214,25 @@ def wgmma(a, b, c, *, n: int, atype: str, ctype: str, btype: str | None = None, 
     afmt, bfmt, dfmt = check_types(n, atype, btype, ctype, None)
     k = K_OF[atype]
     a, b, c = _operands(a, b, c, n, k, afmt, bfmt, dfmt)
+    rule = _rule(atype, btype, ctype, model)
+    return _one_step(a, b, _scaled_c(c, scale_d, dfmt), n, k, afmt, bfmt, dfmt, rule, engine)
+
+
+def wgmma_warp(a, b, c, *, n: int, atype: str, ctype: str, btype: str | None = None, scale_d: int = 1, model=None,
+               engine: str = "numba") -> np.ndarray:
+    """The 16 rows of D that one warp of the warpgroup computes and holds: :func:`wgmma` restricted to rows
+    16w..16w+15 (every element of D depends only on its row of A, all of B and its C, so the rule and the tiles
+    are the same). a (..., 16, K) the warp's rows of A, b (..., K, n) all of B, c (..., 16, n) its rows of C;
+    leading axes batch (the interpreter passes one entry per warp). fp8 -> f32 is refused unless ``model=``
+    names a hypothesis, as in :func:`wgmma`."""
+    btype = atype if btype is None else btype
+    afmt, bfmt, dfmt = check_types(n, atype, btype, ctype, None)
+    k = K_OF[atype]
+    a = _operand(a, "a", afmt, (M_WARP, k))
+    b = _operand(b, "b", bfmt, (k, n))
+    c = _operand(c, "c", dfmt, (M_WARP, n))
+    if not a.shape[:-2] == b.shape[:-2] == c.shape[:-2]:
+        raise bad_argument("b/c", (b.shape, c.shape), f"batch shapes must equal a's {a.shape[:-2]} (no broadcasting)")
     rule = _rule(atype, btype, ctype, model)
     return _one_step(a, b, _scaled_c(c, scale_d, dfmt), n, k, afmt, bfmt, dfmt, rule, engine)
 

@@ -15,14 +15,15 @@ after the instruction with the predicate true. ``setmaxnreg.inc`` (USETMAXREG.TR
 loop) parks its warp until the CTA's pool holds the registers it asks for.
 
 The time limit: when no lane can run, the machine first lands the bulk copies in flight, then wakes lanes
-whose barrier a plain store completed, and only then releases the parked lanes with the predicate false
+whose phase has completed, and only then releases the parked lanes with the predicate false
 (their try_wait "timed out"), at most ``RELEASES_PER_EPOCH`` times per lane and epoch: the epoch counts
 the events that can unblock a lane (mbarrier updates, bulk copies landing, named-barrier arrivals, exits,
 register releases). A lane released that often with no such event in between is spinning in a wait loop
 on something that can never happen (a kernel that gives up after so many failed tries and does something
 else is not told apart): the launch stops with :class:`BarrierDeadlock` and prints the wait-for graph.
 
-Bulk copies (UBLKCP.S.G, ``cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes``) read
+Bulk copies (UBLKCP.S.G, ``cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes``, and the tensor
+copies UTMALDG, ``cp.async.bulk.tensor``) read
 global memory when issued and land (bytes in shared memory, then a complete-tx of their size on their
 mbarrier) ``ASYNC_DELAY`` scheduling steps later, or at a random delay in 0 .. 4 * ASYNC_DELAY steps
 under ``ExecOptions.schedule_seed``, or at once when no lane can run: the data a consumer reads before its
@@ -87,6 +88,7 @@ class AsyncState:
         self.fences = np.zeros(A, np.int64)
         self.fence_log: list[tuple] = []
         self.inited = np.zeros((A, max(1, m.smem.size // 8)), bool)  # 8-byte words initialised as mbarriers
+        self.state = np.zeros(self.inited.shape, np.uint64)  # their states, apart from the bytes (words())
         self.bars: dict[tuple[int, int], BarrierHistory] = {}
         self.roles: dict[tuple[int, int], set] = {}
         self.waited_on: dict[tuple[int, int], set] = {}  # (cta, warp) -> mbarriers it parked on
@@ -101,10 +103,11 @@ class AsyncState:
         self.rng = None if seed is None else np.random.default_rng([int(seed), 0x5EED])
 
     # ------------------------------------------------------------------------------------ words
-    @staticmethod
-    def words(m) -> np.ndarray:
-        """Every CTA's shared memory as (A, size / 8) uint64 words (a view)."""
-        return m.smem.data.view(np.uint64)
+    def words(self, m) -> np.ndarray:
+        """The mbarrier states of every CTA's 8-byte shared-memory slots, (A, size / 8) uint64. They are not the
+        shared-memory bytes: a generic load reads those, which only mbarrier.inval writes
+        (flashsim.smem.mbarrier)."""
+        return self.state
 
     def check(self, m, ins, lanes: np.ndarray, addr: np.ndarray, what: str, need_init: bool = True) -> None:
         """Faults for mbarrier addresses of ``lanes``: misaligned (8 bytes), out of the CTA's shared memory,
@@ -163,6 +166,10 @@ class AsyncState:
             words[a[i], k] = value[i]
             self.inited[a[i], k] = True
             self.bars[(int(a[i]), int(addr[i]))] = BarrierHistory(int(mb.fields(value[i])["expected"]))
+            if m.smem.clocks is not None:
+                m.smem.clocks.mbar_forget(int(a[i]), int(addr[i]))
+            self.log(m, int(a[i]), int(w[i]), -1, "init", int(addr[i]), 0,
+                     f"count {int(mb.fields(value[i])['expected'])}")
         self.changed(m)
         return old
 
@@ -202,17 +209,28 @@ class AsyncState:
                             f"mbarrier in {mb.describe(cur[j])} (undefined in the PTX ISA)")
             words[sa, sad] = new
             gold[sel] = cur
+            clocks = m.smem.clocks
             for j, g in enumerate(sel):
-                h = self.history(int(groups[0, g]), int(groups[1, g]))
+                ca, cad = int(groups[0, g]), int(groups[1, g])
+                h = self.history(ca, cad)
                 wv = int(groups[2, g])
                 if gcount[g]:
                     h.now[wv] = h.now.get(wv, 0) + int(gcount[g])
                     h.ever.add(wv)
+                    if clocks is not None:  # an arrival releases (PTX ISA: mbarrier.arrive has .release semantics)
+                        clocks.mbar_release(ca, cad, clocks.release(ca, wv))
                 if gtx[g] > 0:
                     h.tx_by.add(wv)
+                if self.recording(m):
+                    kind = "arrive" if gcount[g] else "expect_tx" if gtx[g] > 0 else "complete_tx"
+                    self.log(m, ca, wv, ins.pc, kind, cad, h.phases,
+                             f"count {int(gcount[g])}, tx {int(gtx[g]):+d}" + (" (drop)" if drop else ""))
                 if done[j]:
+                    if clocks is not None:
+                        clocks.mbar_phase_completed(ca, cad, int(mb.fields(cur[j])["phase"]))
                     h.phases += 1
                     h.now = {}
+                    self.log(m, ca, wv, ins.pc, "phase", cad, h.phases, "")
             pending = pending[~first]
         old[:] = gold[inv]
         self.changed(m)
@@ -243,6 +261,11 @@ class AsyncState:
         self.trywait[lanes] = trywait
         for x, y, l in np.argwhere(lanes):
             self.waited_on.setdefault((int(x), int(y)), set()).add(int(self.addr[x, y, l]))
+        if self.recording(m):
+            for x, y in sorted({(int(p), int(q)) for p, q, _ in np.argwhere(lanes)}):
+                ad = int(self.addr[x, y][lanes[x, y]][0])
+                self.log(m, x, y, pc, "wait", ad, self.history(x, ad).phases,
+                         f"parity {int(self.parity[x, y][lanes[x, y]][0])}")
 
     def park_regs(self, m, warps: np.ndarray, pc: int, want: np.ndarray, pred: int) -> None:
         """Park the live lanes of ``warps`` ((A, W) bools) until the pool holds ``want`` registers each."""
@@ -280,6 +303,9 @@ class AsyncState:
             if done.any():
                 sel = np.zeros(park.shape, bool)
                 sel[a[done], w[done], l[done]] = True
+                for x, y, ad, p in sorted({(int(a[i]), int(w[i]), int(self.addr[a[i], w[i], l[i]]),
+                                            int(self.parity[a[i], w[i], l[i]])) for i in np.nonzero(done)[0]}):
+                    self.acquired(m, x, y, ad, p, "resume")
                 self._resume(m, sel, True)
                 woke = True
         regs = self.kind == _KIND_REGS
@@ -297,7 +323,8 @@ class AsyncState:
         return woke
 
     # ------------------------------------------------------------------------------------ bulk copies
-    def issue_copy(self, m, a: int, w: int, dst: int, mbar: int, data: np.ndarray, pc: int) -> None:
+    def issue_copy(self, m, a: int, w: int, dst: int, mbar: int, data: np.ndarray, pc: int,
+                   addrs: np.ndarray | None = None) -> None:
         """A bulk copy global -> shared whose bytes (read now) land later, then complete-tx on ``mbar``."""
         if self.rng is None:
             delay = ASYNC_DELAY
@@ -305,9 +332,26 @@ class AsyncState:
             delay = int(self.rng.integers(0, 4 * ASYNC_DELAY + 1))
         self.copies.append({"a": a, "w": w, "dst": dst, "mbar": mbar, "data": data, "due": m.steps + delay,
                             "pc": pc})
+        if addrs is not None:
+            self.copies[-1]["addrs"] = np.asarray(addrs, np.int64)
+        clocks = m.smem.clocks
+        if clocks is not None:  # the copy's writes, ordered after what warp w did before issuing it
+            col, vec = clocks.issue(a, w, "load")
+            self.copies[-1]["vec"] = vec
+            where = np.arange(dst, dst + len(data)) if addrs is None else np.asarray(addrs, np.int64)
+            m.smem.on_async_write(a, col, vec, where, f"{pc:#06x}")
+        self.log(m, a, w, pc, "copy", mbar, self.history(a, mbar).phases, f"{len(data)} bytes")
         self.due = min(c["due"] for c in self.copies)
         self.role(a, w, "producer")
         self.history(a, mbar).tx_by.add(w)
+
+    def issue_tensor_copy(self, m, a: int, w: int, addrs: np.ndarray, data: np.ndarray, mbar: int, tx: int,
+                          pc: int) -> None:
+        """A tensor copy global -> shared (UTMALDG, flashsim.sass.ops_tma): its bytes (read now) land later at the
+        shared byte addresses ``addrs`` (the box's swizzled layout), then complete-tx of ``tx`` bytes on ``mbar``;
+        scheduled like :meth:`issue_copy`."""
+        self.issue_copy(m, a, w, 0, mbar, np.asarray(data, np.uint8), pc, addrs=addrs)
+        self.copies[-1]["tx"] = int(tx)
 
     def land(self, m, everything: bool = False) -> bool:
         """Land the copies that are due (all of them with ``everything``), in the order they were issued."""
@@ -321,9 +365,11 @@ class AsyncState:
         words = self.words(m)
         for c in now:
             a, dst, data = c["a"], c["dst"], c["data"]
-            m.smem.data[a, dst:dst + len(data)] = data
+            # a tensor copy (issue_tensor_copy) lands byte by byte at its box's addresses
+            where = c["addrs"] if "addrs" in c else slice(dst, dst + len(data))
+            m.smem.data[a, where] = data
             if m.smem.written is not None:
-                m.smem.written[a, dst:dst + len(data)] = True
+                m.smem.written[a, where] = True
             k = c["mbar"] >> 3
             if not self.inited[a, k]:
                 ins = m.program.instructions[c["pc"]]
@@ -332,7 +378,7 @@ class AsyncState:
                 raise fault("mbarrier used before mbarrier.init", m, ins, mask, np.int64(c["mbar"]),
                             f"a bulk copy completes its {len(data)} bytes on shared {c['mbar']:#x}, which no "
                             "mbarrier.init of this CTA initialised")
-            new, done, misuse = mb.complete_tx(words[a, k], len(data))
+            new, done, misuse = mb.complete_tx(words[a, k], c.get("tx", len(data)))
             if int(misuse):
                 ins = m.program.instructions[c["pc"]]
                 mask = np.zeros(m.st.shape, bool)
@@ -340,11 +386,20 @@ class AsyncState:
                 raise fault("mbarrier misuse", m, ins, mask, np.int64(c["mbar"]),
                             f"{mb.MISUSE[int(misuse)]}: a bulk copy's complete-tx of {len(data)} bytes on an mbarrier "
                             f"in {mb.describe(words[a, k])}")
+            clocks = m.smem.clocks
+            if clocks is not None and "vec" in c:  # complete_tx releases the copy's writes into the phase
+                clocks.mbar_release(a, c["mbar"], c["vec"])
+            old_phase = int(mb.fields(words[a, k])["phase"])
             words[a, k] = new
+            h = self.history(a, c["mbar"])
+            self.log(m, a, c["w"], -1, "land", c["mbar"], h.phases,
+                     f"{len(data)} bytes, complete_tx {c.get('tx', len(data))} (issued at pc={c['pc']:#06x})")
             if bool(done):
-                h = self.history(a, c["mbar"])
+                if clocks is not None:
+                    clocks.mbar_phase_completed(a, c["mbar"], old_phase)
                 h.phases += 1
                 h.now = {}
+                self.log(m, a, c["w"], -1, "phase", c["mbar"], h.phases, "completed by a copy's complete_tx")
         self.changed(m)
         return True
 
@@ -371,6 +426,10 @@ class AsyncState:
         fresh = park & (self.releases < RELEASES_PER_EPOCH)
         if fresh.any():
             self.releases[fresh] += 1
+            if self.recording(m):
+                for x, y in sorted({(int(p), int(q)) for p, q, _ in np.argwhere(fresh)}):
+                    ad = int(self.addr[x, y][fresh[x, y]][0])
+                    self.log(m, x, y, int(m.pc[x, y][fresh[x, y]][0]), "timeout", ad, self.history(x, ad).phases, "")
             self._resume(m, fresh, False)
             return True
         return False
@@ -492,6 +551,31 @@ class AsyncState:
         np.add.at(self.fences, c, 1)
         if len(self.fence_log) < 100_000:
             self.fence_log.extend((m.steps, int(x), int(y), pc, kind) for x, y in zip(c, w))
+        clocks = m.smem.clocks
+        if clocks is not None and not kind.endswith(".G"):  # the shared-memory (or every) state space
+            for x, y in zip(c, w):
+                clocks.fence(int(x), int(y))
+
+    # ------------------------------------------------------------------------------------ ordering, timeline
+    def acquired(self, m, a: int, w: int, addr: int, parity: int, how: str, pc: int = -1) -> None:
+        """Warp w's wait on parity ``parity`` of the mbarrier at ``addr`` succeeded (``how``: 'pass' at once,
+        'resume' after parking): it acquires the phase (the race detector's order) and the timeline notes it."""
+        if m.smem.clocks is not None:
+            m.smem.clocks.mbar_acquire(a, w, addr, parity)
+        if self.recording(m):
+            self.log(m, a, w, int(m.pc[a, w].max()) if how == "resume" else pc, how, addr,
+                     self.history(a, addr).phases, f"parity {parity}")
+
+    @staticmethod
+    def recording(m) -> bool:
+        """Whether the launch records a synchronisation timeline (``checking(timeline=True)``)."""
+        probe = m.probe
+        return probe is not None and probe.report.timeline
+
+    def log(self, m, a: int, w: int, pc: int, kind: str, barrier: int = -1, phase: int = -1, detail: str = "") -> None:
+        """A timeline event (:mod:`flashsim.sass.timeline`), when the launch records them."""
+        if self.recording(m):
+            m.probe.event(m, a, w, pc, kind, barrier, phase, detail)
 
 
 def _max_register(ins) -> int:

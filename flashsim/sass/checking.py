@@ -41,6 +41,7 @@ from flashsim.errors import bad_argument
 
 __all__ = ["Access", "BankSite", "LaunchRecord", "RaceSite", "Report", "UninitRead", "checking", "current"]
 
+MAX_EVENTS = 200_000  # synchronisation events kept per report (all are counted)
 _SESSION: contextvars.ContextVar["Report | None"] = contextvars.ContextVar("flashsim_checking", default=None)
 
 
@@ -51,12 +52,15 @@ def current() -> "Report | None":
 
 @contextlib.contextmanager
 def checking(*, banks: bool = True, races: bool = False, initcheck: bool = False,
-             max_records: int = 1000, trace=None) -> Iterator["Report"]:
+             max_records: int = 1000, trace=None, timeline: bool = False) -> Iterator["Report"]:
     """Collect diagnostics of every interpreted launch inside the block into the yielded :class:`Report`.
 
     ``trace``: a :class:`flashsim.sass.tracing.TraceSpec`: trace the launches at chosen instructions into
-    one trace file, published when the block exits (nothing is written when it exits with an exception)."""
-    for name, v in (("banks", banks), ("races", races), ("initcheck", initcheck)):
+    one trace file, published when the block exits (nothing is written when it exits with an exception).
+    ``timeline``: record the synchronisation events (mbarriers, copies, named barriers, wgmma) in
+    ``report.events`` (:class:`flashsim.sass.timeline.SyncEvent`; at most ``MAX_EVENTS``), drawn by
+    ``report.timeline_html()``."""
+    for name, v in (("banks", banks), ("races", races), ("initcheck", initcheck), ("timeline", timeline)):
         if not isinstance(v, bool):
             raise bad_argument(name, v, "expected a bool")
     if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
@@ -68,7 +72,8 @@ def checking(*, banks: bool = True, races: bool = False, initcheck: bool = False
         if not isinstance(trace, TraceSpec):
             raise bad_argument("trace", trace, "expected None or a flashsim.sass.tracing.TraceSpec")
         tracer = Tracer(trace)
-    report = Report(banks=banks, races=races, initcheck=initcheck, max_records=max_records, tracer=tracer)
+    report = Report(banks=banks, races=races, initcheck=initcheck, max_records=max_records, tracer=tracer,
+                    timeline=timeline)
     token = _SESSION.set(report)
     try:
         yield report
@@ -119,8 +124,11 @@ class Access:
 
 @dataclass(frozen=True)
 class RaceSite:
-    """A hazard between two accesses no barrier orders: ``kind`` RAW / WAR / WAW, or 'RAW cp.async' (a read of
-    a cp.async destination before the copying thread's wait) / 'WAW cp.async'; ``addr`` a shared byte address."""
+    """A hazard between two accesses no synchronisation orders: ``kind`` RAW / WAR / WAW, 'RAW cp.async' (a read
+    of a cp.async destination before the copying thread's wait) / 'WAW cp.async', or 'RAW (no
+    fence.proxy.async)' (the async proxy read a thread's write that no proxy fence made visible to it);
+    ``addr`` a shared byte address. An access by an asynchronous agent (``op`` 'bulk copy write', 'wgmma
+    read', ...) names the warp that issued it."""
 
     kind: str
     addr: int
@@ -134,7 +142,8 @@ class RaceSite:
 
     def __str__(self) -> str:
         why = ("before the copying thread's cp.async wait covered it" if "cp.async" in self.kind
-               else "with no barrier between")
+               else "ordered, but the writing warp executed no fence.proxy.async in between" if "fence" in self.kind
+               else "with no synchronisation ordering them")
         return f"{self.kind} hazard at shared addr={self.addr:#x}: {self.first}, then {self.second}, {why}"
 
 
@@ -207,6 +216,9 @@ class Report:
     watch_global: tuple | None = None
     tracer: object = field(default=None, repr=False)  # a flashsim.sass.tracing.Tracer, or None
     writes: list = field(default_factory=list)
+    timeline: bool = False
+    events: list = field(default_factory=list)  # flashsim.sass.timeline.SyncEvent, with ``timeline``
+    event_count: int = 0
     _banks: dict = field(default_factory=dict, repr=False)  # (kernel, pc) -> BankSite
     _executed: dict = field(default_factory=dict, repr=False)  # (kernel, pc) -> warp executions
     _programs: dict = field(default_factory=dict, repr=False)  # kernel -> Program
@@ -401,6 +413,15 @@ class Report:
             parts.append("</ul>")
         return "\n".join(parts)
 
+    def timeline_html(self, *, ctas=(0,), title: str = "flashsim synchronisation timeline") -> str:
+        """The recorded synchronisation events of the CTAs ``ctas`` (None: all) as a standalone HTML page
+        (:func:`flashsim.sass.timeline.html`); needs ``checking(timeline=True)``."""
+        if not self.timeline:
+            raise bad_argument("timeline", False, "the events were not recorded: use checking(timeline=True)")
+        from flashsim.sass.timeline import html
+
+        return html(self.events, ctas=ctas, title=title)
+
     # ------------------------------------------------------------------------------ internal
     def _access(self, name: str, prog, machine, c: int, w: int, l: int, tag: str, op: str) -> Access:
         pc = int(tag, 16) if isinstance(tag, str) and tag.startswith("0x") else -1
@@ -437,6 +458,21 @@ class _LaunchProbe:
     def shared_options(self) -> dict:
         r = self.report
         return {"banks": r.banks, "races": r.races, "initcheck": r.initcheck, "max_races": r.max_records}
+
+    def event(self, m, a: int, w: int, pc: int, kind: str, barrier: int = -1, phase: int = -1,
+              detail: str = "") -> None:
+        """A synchronisation event of warp w of batch CTA a (recorded with ``checking(timeline=True)``)."""
+        rep = self.report
+        rep.event_count += 1
+        if len(rep.events) >= MAX_EVENTS:
+            return
+        from flashsim.sass.timeline import SyncEvent
+
+        ins = self.program.instructions.get(pc) if pc >= 0 else None
+        sass, f, ln = _where(ins) if ins is not None else ("", "", None)
+        rep.events.append(SyncEvent(int(m.steps), int(m.cta_ids[a]), int(w), int(pc), kind, int(barrier), int(phase),
+                                    detail, sass if ins is not None else "",
+                                    f"{f}:{ln}" if ln is not None else ""))
 
     def global_read(self, m, ins, lanes: np.ndarray, addr: np.ndarray, width: int) -> None:
         """initcheck of a global read by ``lanes`` (A, W, 32) at device addresses ``addr``."""
@@ -522,6 +558,8 @@ class _LaunchProbe:
         rep.race_count += part.race_count
         rep.race_sites.extend(part.race_sites[:max(0, rep.max_records - len(rep.race_sites))])
         rep.uninit_count += part.uninit_count
+        rep.event_count += part.event_count
+        rep.events.extend(part.events[:max(0, MAX_EVENTS - len(rep.events))])
         rep.uninitialized.extend(part.uninitialized[:max(0, rep.max_records - len(rep.uninitialized))])
 
     def end(self) -> None:

@@ -9,6 +9,9 @@ Operand syntax (as nvdisasm prints sm_90 SASS)::
     0x1f  -0x1  1.4426950216293334961  +INF  -QNAN            immediates (integer bits or float values)
     c[0x0][0x210]  c[0x3][R12]  c[0x0][R2+0x10]               constant bank, offset (or register + offset)
     [R2.64+UR4+0x10]  desc[UR8][R2.64+-0x400]                 memory: register(s) + uniform + offset
+    gdesc[UR4]  gdesc[UR8].tnspB  gdesc[URZ]                  wgmma matrix descriptors (HGMMA/QGMMA): A in
+                                                              URn:URn+1, B in URn+2:URn+3; .tnspA/.tnspB/
+                                                              .negA/.negB suffixes
     0x2c0  $symbol                                            branch / call targets (section offsets)
 """
 
@@ -34,7 +37,7 @@ class SassParseError(FlashsimError):
 
 @dataclass(frozen=True)
 class Operand:
-    """One operand. ``kind``: r ur p up b sb (scoreboard) sr imm fimm c mem target."""
+    """One operand. ``kind``: r ur p up b sb (scoreboard) sr imm fimm c mem gdesc target."""
 
     kind: str
     index: int = 0  # register number (RZ 255, URZ 63, PT/UPT 7); constant bank for 'c'
@@ -62,6 +65,7 @@ _HEX = re.compile(r"^-?0x[0-9a-fA-F]+$")
 _FLOAT = re.compile(r"^[-+]?(\d+(\.\d*)?([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?)$")
 _CONST = re.compile(r"^c\[(0x[0-9a-fA-F]+)\]\[(.+)\]$")
 _MEM = re.compile(r"^(?:desc\[(UR\d+)\])?\[(.*)\]$")
+_GDESC = re.compile(r"^gdesc\[UR(\d+|Z)\]((?:\.\w+)*)$")
 _SPECIAL_FLOATS = {"+INF": 0x7F800000, "INF": 0x7F800000, "-INF": 0xFF800000, "+QNAN": 0x7FFFFFFF,
                    "QNAN": 0x7FFFFFFF, "-QNAN": 0xFFFFFFFF}
 
@@ -129,6 +133,10 @@ def parse_operand(text: str) -> Operand:
             return Operand("c", index=bank, value=int(inner, 16), text=full)
         parts = _mem_parts(inner, full)
         return Operand("c", index=bank, value=parts["value"], reg=parts["reg"], ureg=parts["ureg"], text=full)
+    m = _GDESC.match(t)
+    if m:  # index: the first uniform register of the descriptor pair(s); suffix: its modifiers
+        mods = tuple(x for x in m.group(2).split(".") if x)
+        return Operand("gdesc", index=_reg_number("UR", m.group(1)), suffix=mods, text=full)
     m = _MEM.match(t)
     if m:
         parts = _mem_parts(m.group(2), full)

@@ -6,6 +6,8 @@ Constant bank 0 on sm_90, as the kernels read it (offsets in bytes)::
     0x000 ntid.x   0x004 ntid.y   0x008 ntid.z   0x00c nctaid.x   0x010 nctaid.y   0x014 nctaid.z
     0x020 the local window's generic base (64-bit): generic address = base + local offset
     0x028 the local stack pointer's start (the top of each thread's local memory)
+    0x198 the generic address of the parameters (64-bit): ``&param`` of a __grid_constant__ parameter is
+          c[0x0][0x198] + (its offset in the bank - 0x210); here the parameter window + 0x210
     0x208 the 64-bit global memory descriptor (desc[URx] of LDG/STG; it carries cache policy only)
     0x210 the kernel's parameters (EIATTR_PARAM_CBANK), laid out as EIATTR_KPARAM_INFO says
 
@@ -14,7 +16,13 @@ Shared memory: each CTA's window starts with a reserved 1 KiB (0x000-0x3ff); the
 dynamic shared memory. Addresses are byte offsets in that window.
 
 Generic addresses (LD/ST/ATOM without a state space): the shared window is the 4 GiB at
-``SR_SWINHI << 32`` and the local window the 4 GiB at c[0x0][0x20]; anything else is global memory.
+``SR_SWINHI << 32`` and the local window the 4 GiB at c[0x0][0x20]; anything else is global memory,
+except the parameter window: ``PARAM_WINDOW + o`` reads byte ``o`` of constant bank 0 where ``o`` lies among
+the kernel's parameters (generic loads through ``&param``; the tensor map a TMA instruction names). On the
+H100 c[0x0][0x198] is the global address of a copy of the launch's parameters (0x...280240, 0x...290240,
+0x...2a0240 for &param at bank offset 0x240 in three launches: a new 64 KiB slot per launch), and generic loads
+through it read the parameters (traces/tma/tma_probes.npz, param_probe); flashsim gives the copy a window of
+its own.
 """
 
 from __future__ import annotations
@@ -32,14 +40,17 @@ from flashsim.smem import MAX_PER_CTA as MAX_SMEM_PER_CTA  # cudaDevAttrMaxShare
 from flashsim.smem import RESERVED as RESERVED_SMEM  # reservedSharedMemPerBlock, at 0x000-0x3ff
 from flashsim.smem import SharedMemory
 
-__all__ = ["Launch", "RESERVED_SMEM", "MAX_SMEM_PER_CTA", "DRIVER_WORDS"]
+__all__ = ["Launch", "RESERVED_SMEM", "MAX_SMEM_PER_CTA", "DRIVER_WORDS", "PARAM_WINDOW"]
 
 DEFAULT_DYNAMIC_LIMIT = 48 * 1024  # above this a kernel must opt in (cudaFuncAttributeMaxDynamicSharedMemorySize)
 SHARED_WINDOW = 0x7FFF_0000_0000  # generic base of shared memory (SR_SWINHI = 0x7fff)
 LOCAL_WINDOW = 0x7FFE_0000_0000  # generic base of local memory (c[0x0][0x20])
+PARAM_WINDOW = 0x7FFD_0000_0000  # generic base of constant bank 0 as the parameter window (c[0x0][0x198] - 0x210)
 WINDOW_SIZE = 1 << 32
 DRIVER_WORDS = {0x00: "ntid.x", 0x04: "ntid.y", 0x08: "ntid.z", 0x0C: "nctaid.x", 0x10: "nctaid.y",
-                0x14: "nctaid.z", 0x20: "local window (low)", 0x24: "local window (high)", 0x28: "local stack pointer", 0x208: "global memory descriptor (low)",
+                0x14: "nctaid.z", 0x20: "local window (low)", 0x24: "local window (high)", 0x28: "local stack pointer",
+                0x198: "parameter window (low)", 0x19C: "parameter window (high)",
+                0x208: "global memory descriptor (low)",
                 0x20C: "global memory descriptor (high)"}
 
 
@@ -88,10 +99,19 @@ class Launch:
         c0[:0x18] = words.tobytes()
         c0[0x20:0x28] = np.uint64(LOCAL_WINDOW).tobytes()
         c0[0x28:0x2C] = np.uint32(self.local_size).tobytes()
+        c0[0x198:0x1A0] = np.uint64(PARAM_WINDOW + k.param_base).tobytes()
         c0[k.param_base:k.param_base + len(params)] = params
         self.banks = dict(banks)
         self.banks[0] = np.frombuffer(bytes(c0), np.uint8)
         self._param_base = k.param_base
+
+    def param_read(self, off: int, n: int) -> bytes | None:
+        """``n`` bytes at offset ``off`` of constant bank 0 (the parameter window's generic address minus
+        PARAM_WINDOW), or None unless they lie among the kernel's parameters."""
+        lo, hi = self._param_base, self._param_base + self.program.kernel.param_bytes
+        if off < lo or off + n > hi:
+            return None
+        return bytes(self.banks[0][off:off + n])
 
     @property
     def constants(self):
@@ -151,7 +171,7 @@ class Launch:
         out.options = dataclasses.replace(self.options, progress=None, cluster=None)
         p = self.probe
         out.worker_checks = None if p is None else (p.report.banks, p.report.races, p.report.initcheck,
-                                                    p.report.max_records, p.name)
+                                                    p.report.max_records, p.name, p.report.timeline)
         return out
 
     def run(self) -> dict:

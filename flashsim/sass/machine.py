@@ -163,6 +163,7 @@ class Machine:
         self._waited = None  # per lane: scheduling steps since it last ran (while lanes run apart)
         self.poll = None  # called every 1024 scheduling steps (POLL_MASK): a worker looks for a cancelled run
         self.sync = None  # flashsim.sass.asyncstate.AsyncState, made by the first Hopper synchronisation
+        self.gmma = None  # flashsim.sass.ops_gmma.WgmmaState, made by the first HGMMA / QGMMA
 
     def async_state(self):
         """The batch's mbarrier / bulk-copy / register-pool state (created at first use)."""
@@ -171,6 +172,14 @@ class Machine:
 
             self.sync = AsyncState(self)
         return self.sync
+
+    def gmma_state(self):
+        """The batch's warpgroup-MMA state: per warp, the wgmma issued and not yet retired (created at first use)."""
+        if self.gmma is None:
+            from flashsim.sass.ops_gmma import WgmmaState
+
+            self.gmma = WgmmaState(self)
+        return self.gmma
 
     # ------------------------------------------------------------------------------------ helpers
     def cta_coords(self, a: int) -> tuple[int, int, int]:
@@ -210,6 +219,8 @@ class Machine:
             self.clock += self.options.clock_step
             if self.sync is not None:
                 self.sync.before(self, pc, active)
+            if self.gmma is not None:  # wgmma in flight: its hazards (a no-op unless checking)
+                self.gmma.before(self, pc, active)
             if before and pc in before:
                 probe.at_pc(self, pc, active, "before")
             try:
@@ -394,6 +405,11 @@ class Machine:
             cnt = None if count is None else int(np.broadcast_to(count, warps.shape)[a, w])
             arrived, need, waiting, acc = self.bar_count.get(key, (0, cnt, [], None))
             arrived += 32
+            if cnt is not None:  # a barrier over part of the CTA: its arrivals release (race detector)
+                self.smem.named_arrive(a, w, b)
+            if self.probe is not None and self.probe.report.timeline:
+                self.probe.event(self, a, w, pc, "bar_arrive", b, -1,
+                                 ("bar.sync" if wait else "bar.arrive") + ("" if cnt is None else f", {cnt} threads"))
             if wait:
                 waiting.append(w)
             if red is not None:
@@ -425,8 +441,14 @@ class Machine:
                     if acc is not None:
                         self.bar_result[a, w] = int(acc[1])
                 done.append((a, b))
+                if self.probe is not None and self.probe.report.timeline:
+                    for w in waiting:
+                        self.probe.event(self, a, w, -1, "bar_done", b, -1, f"{arrived} threads arrived")
                 if self.smem is not None and self.smem.shadow is not None:
-                    self.smem.barrier(np.arange(self.A) == a)
+                    if need is None:
+                        self.smem.barrier(np.arange(self.A) == a)
+                    else:
+                        self.smem.named_complete(a, b, waiting)
         for k in done:
             del self.bar_count[k]
 

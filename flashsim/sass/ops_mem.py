@@ -14,7 +14,7 @@ import numpy as np
 
 from flashsim.numerics import fp32
 from flashsim.sass.isa import RZ, URZ
-from flashsim.sass.launch import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
+from flashsim.sass.launch import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from flashsim.sass.machine import fault, lanes_of
 from flashsim.sass.program import Ctx, semantic
 from flashsim.smem import CP_ASYNC_P0, SM90
@@ -415,7 +415,12 @@ def depbar(ctx: Ctx):
         n = ops[1].value
 
         def run(m, ex):
-            cp_async_wait_group(m.smem, n, active=lanes_of(m, ex))
+            lanes = lanes_of(m, ex)
+            cp_async_wait_group(m.smem, n, active=lanes)
+            clocks = m.smem.clocks
+            if clocks is not None:  # also cp.async.bulk.wait_group[.read] n: the bulk stores' groups
+                for a, w in zip(*np.nonzero(lanes.any(axis=2))):
+                    clocks.wait_stores(int(a), int(w), n)
         return run
     return lambda m, ex: None
 
@@ -618,6 +623,10 @@ def ld_generic(ctx: Ctx):
         ad = addr(m)
         sh, lo, gl, off_sh, off_lo = _generic_spaces(m, lanes, ad)
         out = np.zeros(lanes.shape + (words,), np.uint32)
+        pw = gl & (ad >= np.uint64(PARAM_WINDOW)) & (ad < np.uint64(PARAM_WINDOW + WINDOW_SIZE))
+        if pw.any():  # the parameter window: a __grid_constant__ parameter read through its address
+            gl = gl & ~pw
+            out[pw] = _param_load(m, ctx, pw, ad, width)
         if gl.any():
             a, idx = _global_check(m, ctx, gl, ad, width)
             if m.probe is not None:
@@ -633,6 +642,25 @@ def ld_generic(ctx: Ctx):
             out[..., 0] = _sign_extend(out[..., 0], width)
         wd(m, out, lanes)
     return run
+
+
+def _param_load(m, ctx, lanes, addr, width: int) -> np.ndarray:
+    """Loads of ``lanes`` from the parameter window (flashsim.sass.launch.PARAM_WINDOW): (n, words) uint32,
+    narrower loads zero-extended."""
+    words = max(1, width // 4)
+    a = addr[lanes].astype(np.uint64)
+    mis = (a & np.uint64(width - 1)) != 0
+    out = np.zeros((len(a), words), np.uint32)
+    for i, x in enumerate(a):
+        raw = None if mis[i] else m.launch.param_read(int(x) - PARAM_WINDOW, width)
+        if raw is None:
+            bad = np.zeros(lanes.shape, bool)
+            bad[tuple(np.argwhere(lanes)[i])] = True
+            kind = "misaligned parameter address" if mis[i] else "out-of-bounds parameter address"
+            raise fault(kind, m, ctx.ins, bad, addr, f"a {width}-byte load from the parameter window (the kernel "
+                                                     f"has {m.kernel.param_bytes} bytes of parameters)")
+        out[i] = np.frombuffer(raw.ljust(4 * words, b"\0"), np.uint32)
+    return out
 
 
 @semantic("ST", family="mem")

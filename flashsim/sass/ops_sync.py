@@ -157,8 +157,11 @@ def _arrive(ctx: Ctx):
             m.smem.on_atomic(ad, 8, lanes, f"{ins.pc:#06x}")
         old = S.apply(m, ins, a, w, l, ad[a, w, l], cnt, tx, drop)
         if wd is not None:
+            from flashsim.smem.mbarrier import state_token
+
+            # the returned state: the high half of the state before the update, low half 0 (H100 record)
             out = np.zeros(lanes.shape, np.uint64)
-            out[a, w, l] = old
+            out[a, w, l] = state_token(old)
             wd(m, out, lanes)
     return run
 
@@ -195,6 +198,10 @@ def _phasechk(ctx: Ctx):
 
         ok = np.zeros(lanes.shape, bool)
         ok[a, w, l] = phase_done(words[a, ad[a, w, l] >> 3], parity[a, w, l])
+        if ok.any():
+            for x, y, z, p in sorted({(int(a[i]), int(w[i]), int(ad[a[i], w[i], l[i]]), int(parity[a[i], w[i], l[i]]))
+                                      for i in np.nonzero(ok[a, w, l])[0]}):
+                S.acquired(m, x, y, z, p, "pass", pc)
         if pcode == -1:
             return None
         wp(m, ok, lanes)
@@ -211,8 +218,10 @@ def _phasechk(ctx: Ctx):
 
 
 def _inval(ctx: Ctx):
-    # SYNCS.CCTL.IV [a]: mbarrier.inval. The word is left as it is (hypothesis: the H100 probe reads it);
-    # the barrier counts as uninitialised again, so a later use without an init is reported
+    # SYNCS.CCTL.IV [a]: mbarrier.inval. The state of every valid mbarrier in the aligned 16-byte block holding
+    # the barrier is written to its shared-memory bytes, the only time the SYNCS instructions change those
+    # (H100 record, flashsim.smem.mbarrier); then the barrier counts as uninitialised again, so a later use
+    # without an init is reported
     ctx.need(ctx.ins.mods == ("CCTL", "IV") and len(ctx.ops) == 1, f"{ctx.ins.name}")
     addr = _address(ctx, 0, False)
     ins = ctx.ins
@@ -221,9 +230,21 @@ def _inval(ctx: Ctx):
         got = _barrier_lanes(m, ex, addr, ins, "mbarrier.inval")
         if got is None:
             return
+        from flashsim.smem.mbarrier import inval_block
+
         lanes, S, ad = got
         a, w, l = np.nonzero(lanes)
+        lo, hi = inval_block(ad[a, w, l])
+        cta, slot = np.concatenate([a, a]), np.concatenate([lo, hi]) >> 3
+        valid = S.inited[cta, slot]
+        cta, slot = cta[valid], slot[valid]
+        m.smem.data.view(np.uint64)[cta, slot] = S.words(m)[cta, slot]
+        if m.smem.written is not None:
+            m.smem.written[cta[:, None], slot[:, None] * 8 + np.arange(8)] = True
         S.inited[a, ad[a, w, l] >> 3] = False
+        if m.smem.clocks is not None:
+            for x, z in {(int(p), int(q)) for p, q in zip(a, ad[a, w, l])}:
+                m.smem.clocks.mbar_forget(x, z)
         S.epoch += 1
     return run
 
@@ -292,6 +313,10 @@ def ublkcp(ctx: Ctx):
                 g = int(dst(m)[a, w])
                 s = int(src(m)[a, w])
                 _check_shared(m, ins, mask, s, n)
+                clocks = m.smem.clocks
+                if clocks is not None:  # the store reads shared memory through the async proxy
+                    col, vec = clocks.issue(a, w, "store")
+                    m.smem.on_async_read(a, col, vec, np.arange(s, s + n), f"{ins.pc:#06x}")
                 _global_store(m, ins, mask, g, m.smem.data[a, s:s + n].copy())
     return run
 
@@ -334,8 +359,14 @@ def _global_store(m, ins, mask, addr: int, data: np.ndarray) -> None:
 
 @semantic("UTMACMDFLUSH", family="sync")
 def utmacmdflush(ctx: Ctx):
-    # cp.async.bulk.commit_group: bulk stores complete when issued here, so a group has nothing to close
-    return lambda m, ex: None
+    # cp.async.bulk.commit_group: bulk stores complete when issued here; the group is kept for the race
+    # detector's order (a wait_group.read makes the issuing warp ordered after the group's reads)
+    def run(m, ex):
+        clocks = m.smem.clocks
+        if clocks is not None:
+            for a, w in zip(*np.nonzero(lanes_of(m, ex).any(axis=2))):
+                clocks.commit_stores(int(a), int(w))
+    return run
 
 
 # ------------------------------------------------------------------------------------------------ ELECT

@@ -83,8 +83,9 @@ def run_batch(spec, snapshot, idx: np.ndarray, hook=None) -> BatchResult:
     launch.memory = mem
     report = None
     if spec.worker_checks is not None:
-        banks, races, initcheck, max_records, name = spec.worker_checks
-        report = checking.Report(banks=banks, races=races, initcheck=initcheck, max_records=max_records)
+        banks, races, initcheck, max_records, name, timeline = spec.worker_checks
+        report = checking.Report(banks=banks, races=races, initcheck=initcheck, max_records=max_records,
+                                 timeline=timeline)
         launch.probe = report.begin(launch, name)
     prog = launch.program
     hits, warp_hits = prog.hits.copy(), prog.warp_hits.copy()

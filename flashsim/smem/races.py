@@ -1,15 +1,31 @@
-"""The race detector of shared memory: a shadow of every word's latest accesses, checked at every access.
+"""The race detector of shared memory: a shadow of every word's latest accesses, checked at every access
+against a happens-before order kept as vector clocks.
 
-Race detection keeps a shadow per 4-byte word: the last write (warp, lane mask, barrier epoch,
-__syncwarp epoch, tag, bytes) and two read records (the latest reader warp, and the latest reader
-of another warp), plus a pending cp.async (thread, group). Two accesses to overlapping bytes of a word,
-at least one a write, race when no barrier orders them: different warps with no bar.sync between, or
-different lanes of one warp with neither bar.sync nor __syncwarp between. A read of a word that a
-cp.async has not yet made visible (no cp.async.wait_group / wait_all of that group by the copying
-thread) is reported too. Accesses of one warp instruction do not race with each other, except the same
-word written by two warps of one batched instruction (a WAW). Limits (missed races, never invented ones):
-the shadow keeps one writer per word, so after 8/16-bit writes by different threads to different bytes
-of one word only the last writer is checked against later accesses, and it keeps two reader records.
+Race detection keeps a shadow per 4-byte word: the last write (accessor, lane mask, the accessor's clock,
+__syncwarp epoch, tag, bytes) and two read records (the latest reader, and the latest reader of another
+accessor), plus a pending cp.async (thread, group). Two accesses to overlapping bytes of a word, at least
+one a write, race when the first does not happen before the second; within one warp, different lanes
+race unless a bar.sync or __syncwarp lies between. A read of a word that a cp.async has not yet made
+visible (no cp.async.wait_group / wait_all of that group by the copying thread) is reported too. Accesses
+of one warp instruction do not race with each other, except the same word written by two warps of one
+batched instruction (a WAW).
+
+Happens-before (:class:`flashsim.smem.clocks.Clocks`). Accessors are the CTA's warps and, per warp, two
+asynchronous agents: the bulk/tensor copies (cp.async.bulk[.tensor]) it issues and the wgmma it issues
+(both in the async proxy). Order comes from synchronisation only, never from the interleaving the
+interpreter picked: bar.sync over the CTA or over the warps of a named barrier; mbarrier arrivals
+(release) and successful waits on the completed phase (acquire); a copy's complete_tx on its mbarrier;
+cp.async.bulk.wait_group and wgmma.wait_group (the issuing warp acquires its agent). An access by the async
+proxy (a bulk copy or TMA store reading shared memory, a wgmma reading its operands) of bytes a thread
+wrote is ordered only when the write happens before it and the writing warp executed fence.proxy.async
+between the write and the synchronisation that orders it (PTX ISA, "Memory Consistency Model" > "Proxies":
+generic-proxy writes are made visible to the async proxy by a proxy fence); otherwise it is reported as
+"RAW (no fence.proxy.async)".
+
+Limits (missed races, never invented ones): the shadow keeps one writer per word, so after 8/16-bit
+writes by different threads to different bytes of one word only the last writer is checked against later
+accesses, and it keeps two reader records; clocks are per warp, so an mbarrier wait by some lanes of a
+warp orders the whole warp.
 """
 
 from __future__ import annotations
@@ -21,6 +37,7 @@ import numpy as np
 
 from flashsim.errors import FlashsimError
 from flashsim.smem.banks import WORD
+from flashsim.smem.clocks import Clocks
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -53,7 +70,8 @@ class Race:
 
     def __str__(self) -> str:
         why = ("before a cp.async.wait_group of the copying thread covered the copy" if "cp.async" in self.kind
-               else "with no barrier between")
+               else "ordered, but the writing warp executed no fence.proxy.async in between" if "fence" in self.kind
+               else "with no synchronisation ordering them")
         return f"{self.kind} hazard at shared addr={self.addr:#x} (cta={self.second.cta}): {self.first} then {self.second} {why}"
 
 
@@ -76,13 +94,15 @@ class _Shadow:
 
     def __init__(self, ctas: int, words: int, warps: int):
         self.warps = warps
-        self.epoch = np.zeros(ctas, np.int32)  # bar.sync count per CTA
+        self.clocks = Clocks(ctas, warps)
         self.wsync = np.zeros((ctas, warps), np.int32)  # __syncwarp (and bar.sync) count per warp
         shape = (ctas, words)
-        # slot 0: last write; slots 1, 2: reads (latest reader warp; latest reader of another warp)
+        # slot 0: last write; slots 1, 2: reads (latest reader; latest reader of another accessor). The
+        # accessor is a column of the clocks (a warp, or an asynchronous agent of a warp), ``clk`` its clock
+        # at the access
         self.warp = np.full((3,) + shape, -1, np.int32)
         self.lanes = np.zeros((3,) + shape, np.uint32)
-        self.ep = np.zeros((3,) + shape, np.int32)
+        self.clk = np.zeros((3,) + shape, np.int32)
         self.ws = np.zeros((3,) + shape, np.int32)
         self.tag = np.zeros((3,) + shape, np.int32)
         self.bytes = np.zeros((3,) + shape, np.uint8)
@@ -140,14 +160,21 @@ class RaceDetector:
         mask = ((1 << width) - 1) << (a & 3)
         return c, w, l, a >> 2, mask.astype(np.uint8)
 
-    def _unordered(self, slot: int, c, w, l, word) -> np.ndarray:
+    def _unordered(self, slot: int, c, w, l, word, vec: np.ndarray | None = None) -> np.ndarray:
+        """Which accesses (cta c, accessor w, lane l, word) the recorded access in ``slot`` does not happen
+        before. ``vec``: the accessor's clock vector when it is not warp w's own (an asynchronous agent's,
+        taken at its issue)."""
         sh = self.shadow
         pw = sh.warp[slot, c, word]
-        same_epoch = sh.ep[slot, c, word] == sh.epoch[c]
+        known = np.maximum(pw, 0)
+        seen = sh.clocks.vc[c, w, known] if vec is None else vec[known]
+        after = sh.clk[slot, c, word] > seen
         other_warp = pw != w
+        if vec is not None:
+            return (pw >= 0) & other_warp & after
         same_ws = sh.ws[slot, c, word] == sh.wsync[c, w]
         other_lanes = (sh.lanes[slot, c, word] & ~(np.uint32(1) << l.astype(np.uint32))) != 0
-        return (pw >= 0) & same_epoch & (other_warp | (same_ws & other_lanes))
+        return (pw >= 0) & ((other_warp & after) | (~other_warp & same_ws & other_lanes))
 
     def _race_list(self, kind: str, slot_or_none, mask, c, w, l, word, op2: str, tag2: str, op1: str) -> list[Race]:
         sh = self.shadow
@@ -167,8 +194,10 @@ class RaceDetector:
             else:
                 pw = int(sh.warp[slot_or_none, ci, wd])
                 pl = _lowest_lane(int(sh.lanes[slot_or_none, ci, wd]), li if pw == wi else None)
-                a1 = RaceAccess(op1, self._tags[int(sh.tag[slot_or_none, ci, wd])], ci, pw, pl)
-            out.append(Race(kind, wd * WORD, a1, RaceAccess(op2, tag2, ci, wi, li)))
+                name, warp = sh.clocks.describe(pw, op1)
+                a1 = RaceAccess(name, self._tags[int(sh.tag[slot_or_none, ci, wd])], ci, warp, pl)
+            name2, warp2 = sh.clocks.describe(wi, op2)
+            out.append(Race(kind, wd * WORD, a1, RaceAccess(name2, tag2, ci, warp2, li)))
         return out
 
     def on_read(self, addr: np.ndarray, width: int, active: np.ndarray, tag: str) -> tuple:
@@ -212,10 +241,10 @@ class RaceDetector:
         for k in range(int(rank.max()) + 1 if rank.size else 0):
             s = rank == k
             c1, w1, wd1, ln1, by1 = gc[s], gw[s], gword[s], glanes[s], gbytes[s]
-            E, WS = sh.epoch[c1], sh.wsync[c1, w1]
+            E, WS = sh.clocks.vc[c1, w1, w1], sh.wsync[c1, w1]
             a_warp = sh.warp[1, c1, wd1]
             same = a_warp == w1
-            merge = same & (sh.ep[1, c1, wd1] == E) & (sh.ws[1, c1, wd1] == WS)
+            merge = same & (sh.clk[1, c1, wd1] == E) & (sh.ws[1, c1, wd1] == WS)
             # merge into slot A
             m = merge
             sh.lanes[1, c1[m], wd1[m]] |= ln1[m]
@@ -223,13 +252,13 @@ class RaceDetector:
             sh.tag[1, c1[m], wd1[m]] = tid
             # another warp: slot A moves to slot B
             mv = ~same
-            for arr in (sh.warp, sh.lanes, sh.ep, sh.ws, sh.tag, sh.bytes):
+            for arr in (sh.warp, sh.lanes, sh.clk, sh.ws, sh.tag, sh.bytes):
                 arr[2, c1[mv], wd1[mv]] = arr[1, c1[mv], wd1[mv]]
-            # replace slot A (other warp, or same warp but an older epoch)
+            # replace slot A (other warp, or same warp but an older clock)
             r = ~merge
             sh.warp[1, c1[r], wd1[r]] = w1[r]
             sh.lanes[1, c1[r], wd1[r]] = ln1[r]
-            sh.ep[1, c1[r], wd1[r]] = E[r]
+            sh.clk[1, c1[r], wd1[r]] = E[r]
             sh.ws[1, c1[r], wd1[r]] = WS[r]
             sh.tag[1, c1[r], wd1[r]] = tid
             sh.bytes[1, c1[r], wd1[r]] = by1[r]
@@ -265,7 +294,7 @@ class RaceDetector:
             tid = self.tag_id(tag)
             sh.warp[0, gc, gword] = gw
             sh.lanes[0, gc, gword] = glanes
-            sh.ep[0, gc, gword] = sh.epoch[gc]
+            sh.clk[0, gc, gword] = sh.clocks.vc[gc, gw, gw]
             sh.ws[0, gc, gword] = sh.wsync[gc, gw]
             sh.tag[0, gc, gword] = tid
             sh.bytes[0, gc, gword] = gbytes
@@ -290,14 +319,119 @@ class RaceDetector:
             i = j + 1
         return out
 
+    # -------------------------------------------------------------------------------- async proxy
+    @staticmethod
+    def _byte_words(addrs: np.ndarray):
+        """Byte addresses (any order, no repeats needed) -> (words, byte masks), one record per word."""
+        a = np.unique(np.asarray(addrs, np.int64).reshape(-1))
+        word = a >> 2
+        starts = np.nonzero(np.r_[True, word[1:] != word[:-1]])[0]
+        mask = np.bitwise_or.reduceat((np.uint8(1) << (a & 3).astype(np.uint8)), starts) if a.size else a
+        return word[starts], mask.astype(np.uint8)
+
+    def _async_records(self, c: int, col: int, lane: int, addrs):
+        word, bm = self._byte_words(addrs)
+        n = word.size
+        return np.full(n, c, np.int64), np.full(n, col, np.int64), np.full(n, lane, np.int64), word, bm
+
+    def on_async_write(self, c: int, col: int, vec: np.ndarray, addrs, tag: str, lane: int = 0) -> tuple:
+        """Bytes ``addrs`` of CTA c written by the asynchronous agent column ``col`` (a bulk or tensor copy)
+        whose clock vector is ``vec`` (:meth:`flashsim.smem.clocks.Clocks.issue`). Checked at the issue (WAW,
+        WAR against accesses that do not happen before it) and recorded then, so that a read of the
+        destination that its mbarrier's phase does not order after the copy is a race whenever the copy
+        lands; ``lane``: the issuing lane."""
+        if self.written is not None:
+            a = np.asarray(addrs, np.int64).reshape(-1)
+            self.written[c, a] = True
+        sh = self.shadow
+        if sh is None:
+            return ()
+        c_, w_, l_, word, bm = self._async_records(c, col, lane, addrs)
+        if word.size == 0:
+            return ()
+        races = []
+        waw = self._unordered(0, c_, w_, l_, word, vec) & ((sh.bytes[0, c_, word] & bm) != 0)
+        races += self._race_list("WAW", 0, waw, c_, w_, l_, word, "write", tag, "write")
+        for slot in (1, 2):
+            war = self._unordered(slot, c_, w_, l_, word, vec) & ((sh.bytes[slot, c_, word] & bm) != 0)
+            races += self._race_list("WAR", slot, war, c_, w_, l_, word, "write", tag, "read")
+        sh.warp[0, c, word] = col
+        sh.lanes[0, c, word] = np.uint32(1) << np.uint32(lane)
+        sh.clk[0, c, word] = vec[col]
+        sh.ws[0, c, word] = -1
+        sh.tag[0, c, word] = self.tag_id(tag)
+        sh.bytes[0, c, word] = bm
+        return self._report(races)
+
+    def on_async_read(self, c: int, col: int, vec: np.ndarray, addrs, tag: str, lane: int = 0) -> tuple:
+        """Bytes ``addrs`` of CTA c read through the async proxy by agent column ``col`` with clock ``vec``
+        (a TMA store's or bulk copy's source, a wgmma's operands). A write that does not happen before it
+        is a RAW race; a thread's write that does, but with no fence.proxy.async by the writing warp between
+        the write and the synchronisation that orders it, is reported as 'RAW (no fence.proxy.async)'."""
+        if self.written is not None:
+            a = np.asarray(addrs, np.int64).reshape(-1)
+            bad = ~self.written[c, a]
+            if bad.any():
+                self.uninit_count += int(bad.sum())
+                room = max(0, self.max_races - len(self.uninit))
+                for x in a[bad][:room]:
+                    self.uninit.append((c, int(col) % self.warps, lane, int(x), 1, tag))
+        sh = self.shadow
+        if sh is None:
+            return ()
+        c_, w_, l_, word, bm = self._async_records(c, col, lane, addrs)
+        if word.size == 0:
+            return ()
+        overlap = (sh.bytes[0, c_, word] & bm) != 0
+        raw = self._unordered(0, c_, w_, l_, word, vec) & overlap
+        races = self._race_list("RAW", 0, raw, c_, w_, l_, word, "read", tag, "write")
+        pw = sh.warp[0, c_, word]
+        thread = overlap & ~raw & (pw >= 0) & (pw < sh.clocks.W)
+        if thread.any():
+            idx = np.nonzero(thread)[0]
+            ok = sh.clocks.fenced(c_[idx], pw[idx], sh.clk[0, c_[idx], word[idx]], vec[pw[idx]])
+            unfenced = np.zeros(word.size, bool)
+            unfenced[idx[~ok]] = True
+            races += self._race_list("RAW (no fence.proxy.async)", 0, unfenced, c_, w_, l_, word, "read", tag,
+                                     "write")
+        # record: slot A moves to slot B when another accessor read it last
+        other = sh.warp[1, c, word] != col
+        for arr in (sh.warp, sh.lanes, sh.clk, sh.ws, sh.tag, sh.bytes):
+            arr[2, c, word[other]] = arr[1, c, word[other]]
+        sh.warp[1, c, word] = col
+        sh.lanes[1, c, word] = np.uint32(1) << np.uint32(lane)
+        sh.clk[1, c, word] = vec[col]
+        sh.ws[1, c, word] = -1
+        sh.tag[1, c, word] = self.tag_id(tag)
+        sh.bytes[1, c, word] = np.where(other, bm, sh.bytes[1, c, word] | bm)
+        return self._report(races)
+
     # -------------------------------------------------------------------------------- sync
     def barrier(self, ctas: Any = None) -> None:
         """bar.sync 0 / __syncthreads by every thread of the given CTAs (default all)."""
         if self.shadow is None:
             return
         sel = slice(None) if ctas is None else np.asarray(ctas)
-        self.shadow.epoch[sel] += 1
+        self.shadow.clocks.barrier(sel)
         self.shadow.wsync[sel] += 1
+
+    @property
+    def clocks(self):
+        """The happens-before clocks (:class:`flashsim.smem.clocks.Clocks`), or None when races are off."""
+        return None if self.shadow is None else self.shadow.clocks
+
+    def named_arrive(self, c: int, w: int, barrier: int) -> None:
+        """Warp w of CTA c arrives on named barrier ``barrier`` of a partial-CTA bar.sync / bar.arrive."""
+        if self.shadow is not None:
+            self.shadow.clocks.named_arrive(c, w, barrier)
+
+    def named_complete(self, c: int, barrier: int, waiting) -> None:
+        """Named barrier ``barrier`` of CTA c completed; the warps ``waiting`` (bar.sync) resume ordered
+        after every arrival."""
+        if self.shadow is not None:
+            self.shadow.clocks.named_complete(c, barrier, waiting)
+            for w in waiting:
+                self.shadow.wsync[c, int(w)] += 1
 
     def warp_barrier(self, warps_mask: np.ndarray) -> None:
         """__syncwarp(0xffffffff) by the warps where ``warps_mask`` (ctas, warps) is True."""
@@ -318,7 +452,7 @@ class RaceDetector:
         # the copy becomes an ordinary write by its thread, at the time of the wait
         sh.warp[0, cc, words] = ww
         sh.lanes[0, cc, words] = np.uint32(1) << ll.astype(np.uint32)
-        sh.ep[0, cc, words] = sh.epoch[cc]
+        sh.clk[0, cc, words] = sh.clocks.vc[cc, ww, ww]
         sh.ws[0, cc, words] = sh.wsync[cc, ww]
         sh.tag[0, cc, words] = tags
         sh.bytes[0, cc, words] = 0xF

@@ -7,14 +7,15 @@
 // setmaxnreg probe traps instead of running something else).
 //
 // mbar_script: one warp per case (blockIdx.x) runs a script of mbarrier operations on 4 mbarriers in its
-// shared memory; after every step each of the 4 barrier words is read back with ld.shared.b64, so the
-// record holds the word's bits after every operation, and every lane's result (the state an arrive
-// returns, a wait's predicate, a pending count). Step i: op = ops[i] (bits 0..4 the operation, bits 5..6
-// the barrier), arg = args[i], executed by the lanes of masks[i]; a membar.cta after each step makes the
-// fire-and-forget (.RED) updates visible to the read. The host builds scripts whose every result is
-// deterministic: waits only on phases that have completed or cannot complete any more (a try_wait then
-// returns false at its time limit), bulk copies only where their bytes complete the phase, which the
-// script then waits for (result 1; 2 if it never completed). The barrier words start as zeros.
+// shared memory; after every step each of the 4 barrier words is read back with ld.volatile.shared.b64 (the
+// barriers' shared-memory bytes, which on the H100 only an mbarrier.inval writes: flashsim/smem/mbarrier.py),
+// and every lane's result (the state an arrive returns, a wait's predicate, a pending count). Step i: op =
+// ops[i] (bits 0..4 the operation, bits 5..6 the barrier), arg = args[i], executed by the lanes of masks[i];
+// a membar.cta after each step makes the fire-and-forget (.RED) updates visible to the read. The host builds
+// scripts whose every result is deterministic: waits only on phases that have completed or cannot complete
+// any more (a try_wait then returns false at its time limit), bulk copies only where their bytes complete
+// the phase, which the script then waits for (result 1; 2 if it never completed). The barrier words start
+// as zeros.
 
 #include "mbarrier.cuh"
 
@@ -34,7 +35,7 @@ extern "C" __global__ void __launch_bounds__(32) mbar_script(const unsigned* __r
                                                              unsigned long long* __restrict__ words,
                                                              unsigned long long* __restrict__ res,
                                                              unsigned* __restrict__ buf_out) {
-    __shared__ __align__(8) unsigned long long bars[4];
+    __shared__ __align__(16) unsigned long long bars[4];  // two 16-byte blocks: {0, 1} and {2, 3}
     __shared__ __align__(128) unsigned buf[64];
     const int lane = threadIdx.x;
     const int c = blockIdx.x;
@@ -92,6 +93,123 @@ extern "C" __global__ void __launch_bounds__(32) mbar_script(const unsigned* __r
     }
     buf_out[c * 64 + lane] = buf[lane];
     buf_out[c * 64 + 32 + lane] = buf[32 + lane];
+}
+
+// Generic accesses of an mbarrier's bytes other than mbar::load_word (ld.volatile.shared.b64).
+namespace word {
+__device__ __forceinline__ unsigned long long ld_weak(unsigned a) {
+    unsigned long long v;
+    asm volatile("ld.shared.b64 %0, [%1];" : "=l"(v) : "r"(a) : "memory");
+    return v;
+}
+__device__ __forceinline__ unsigned long long ld_relaxed(unsigned a) {
+    unsigned long long v;
+    asm volatile("ld.relaxed.cta.shared.b64 %0, [%1];" : "=l"(v) : "r"(a) : "memory");
+    return v;
+}
+__device__ __forceinline__ unsigned long long ld_acquire(unsigned a) {
+    unsigned long long v;
+    asm volatile("ld.acquire.cta.shared.b64 %0, [%1];" : "=l"(v) : "r"(a) : "memory");
+    return v;
+}
+// the 8 bytes by two 32-bit atom.or of 0 (64-bit shared atomics other than exch/cas become CAS loops)
+__device__ __forceinline__ unsigned long long atom_or0(unsigned a) {
+    unsigned lo, hi;
+    asm volatile("atom.shared.or.b32 %0, [%1], 0;" : "=r"(lo) : "r"(a) : "memory");
+    asm volatile("atom.shared.or.b32 %0, [%1], 0;" : "=r"(hi) : "r"(a + 4u) : "memory");
+    return ((unsigned long long)hi << 32) | lo;
+}
+__device__ __forceinline__ void st(unsigned a, unsigned long long x) {
+    asm volatile("st.shared.b64 [%0], %1;" ::"r"(a), "l"(x) : "memory");
+}
+}  // namespace word
+
+// mbar_word_probe: what generic loads and stores see of, and do to, an mbarrier (one thread; each out[i] is
+// named in gpu/validate_mbarrier.py, WORD_PROBE_OUTPUTS). The 8 slots hold pat + i before any init (not 0, so
+// "not written" and "written with 0" differ); w7 is the state mbarrier.init of 7 arrivals makes.
+//   A  a live barrier no inval touched (slot 0, init 3, one arrive): the returned state; the bytes by
+//      ld.volatile / ld (weak) / ld.relaxed.cta / ld.acquire.cta, by ld.volatile after fence.proxy.async,
+//      by atom.or of 0 on each half (which leaves them as they are); pending_count of the state
+//   B  inval of slot 0, read with no fence in between, then after membar.cta; slot 1 (never initialised)
+//   C  slot 2 initialised, invalidated, overwritten by a store; slot 3 initialised, arrived on, invalidated:
+//      does the inval of slot 3 write its invalid neighbour? slot 2, slot 3
+//   D  a store of w7 into a live barrier (slot 4, init 3): the state the next arrive returns, test_wait of
+//      parity 0, the bytes, the bytes after inval
+extern "C" __global__ void __launch_bounds__(32) mbar_word_probe(unsigned long long pat, unsigned long long w7,
+                                                                 unsigned long long* __restrict__ out) {
+    __shared__ __align__(16) unsigned long long s[8];
+    if (threadIdx.x != 0) return;
+    for (int i = 0; i < 8; ++i) s[i] = pat + (unsigned long long)i;
+    __threadfence_block();
+    unsigned b[8];
+    for (int i = 0; i < 8; ++i) b[i] = mbar::smem(&s[i]);
+    int k = 0;
+    // A
+    mbar::init(b[0], 3);
+    const unsigned long long t = mbar::arrive(b[0]);
+    out[k++] = t;
+    __threadfence_block();
+    out[k++] = mbar::load_word(b[0]);
+    out[k++] = word::ld_weak(b[0]);
+    out[k++] = word::ld_relaxed(b[0]);
+    out[k++] = word::ld_acquire(b[0]);
+    mbar::fence_proxy_async_shared();
+    out[k++] = mbar::load_word(b[0]);
+    out[k++] = word::atom_or0(b[0]);
+    out[k++] = mbar::pending_count(t);
+    // B
+    mbar::inval(b[0]);
+    out[k++] = mbar::load_word(b[0]);
+    __threadfence_block();
+    out[k++] = mbar::load_word(b[0]);
+    out[k++] = mbar::load_word(b[1]);
+    // C
+    mbar::init(b[2], 5);
+    mbar::inval(b[2]);
+    __threadfence_block();
+    word::st(b[2], pat ^ 0x5555555555555555ull);
+    __threadfence_block();
+    mbar::init(b[3], 4);
+    mbar::arrive(b[3]);
+    mbar::inval(b[3]);
+    __threadfence_block();
+    out[k++] = mbar::load_word(b[2]);
+    out[k++] = mbar::load_word(b[3]);
+    // D
+    mbar::init(b[4], 3);
+    __threadfence_block();
+    word::st(b[4], w7);
+    __threadfence_block();
+    out[k++] = mbar::arrive(b[4]);
+    out[k++] = mbar::test_parity(b[4], 0u);
+    __threadfence_block();
+    out[k++] = mbar::load_word(b[4]);
+    mbar::inval(b[4]);
+    __threadfence_block();
+    out[k++] = mbar::load_word(b[4]);
+}
+
+// mbar_many_probe: n mbarriers per CTA (n <= 1024, a multiple of 32; many CTAs share an SM): do states reach
+// the bytes without an inval (a finite store of barrier states writing back what it evicts)? After zeroing
+// the bytes, init(2 + j % 7) and one arrive on each barrier j, out[cta][0][j] = the bytes; after an inval of
+// each, out[cta][1][j].
+extern "C" __global__ void __launch_bounds__(32) mbar_many_probe(int n, unsigned long long* __restrict__ out) {
+    __shared__ __align__(16) unsigned long long s[1024];
+    const int lane = threadIdx.x;
+    unsigned long long* o = out + (size_t)blockIdx.x * 2 * n;
+    for (int j = lane; j < n; j += 32) s[j] = 0ull;
+    __threadfence_block();
+    __syncwarp();
+    for (int j = lane; j < n; j += 32) mbar::init(mbar::smem(&s[j]), 2u + (unsigned)(j % 7));
+    for (int j = lane; j < n; j += 32) mbar::arrive(mbar::smem(&s[j]));
+    __threadfence_block();
+    __syncwarp();
+    for (int j = lane; j < n; j += 32) o[j] = mbar::load_word(mbar::smem(&s[j]));
+    __syncwarp();
+    for (int j = lane; j < n; j += 32) mbar::inval(mbar::smem(&s[j]));
+    __threadfence_block();
+    __syncwarp();
+    for (int j = lane; j < n; j += 32) o[n + j] = mbar::load_word(mbar::smem(&s[j]));
 }
 
 // elect_probe: the lanes of masks[case] execute elect.sync (membermask = those lanes); out[case][lane] =

@@ -132,7 +132,8 @@ def _arrive(ctx: Ctx):
     csrc, tsrc = _ARRIVE_CODES[code]
     ctx.need(not (csrc == "R" and tsrc != 0), f"{ctx.ins.name}")
     ctx.need(len(ctx.ops) == 3, f"{ctx.ins.text}")
-    wd = None if (red or ctx.ops[0].is_zero_reg) else ctx.dst64(0)
+    wd = None if (red or ctx.ops[0].is_zero_reg) else ctx.dst(0)
+    hi = None if wd is None else ctx.ops[0].index + 1  # the token's register pair: only the high one is written
     addr = _address(ctx, 1, False)
     rv = ctx.u32(2)
     ins = ctx.ins
@@ -159,10 +160,12 @@ def _arrive(ctx: Ctx):
         if wd is not None:
             from flashsim.smem.mbarrier import state_token
 
-            # the returned state: the high half of the state before the update, low half 0 (H100 record)
-            out = np.zeros(lanes.shape, np.uint64)
-            out[a, w, l] = state_token(old)
-            wd(m, out, lanes)
+            # the returned state: the high half of the state before the update; the low register of the pair
+            # keeps what it held (H100: mbar_word_probe, whose registers held other values; the scripts'
+            # registers held 0)
+            out = np.zeros(lanes.shape, np.uint32)
+            out[a, w, l] = (state_token(old) >> np.uint64(32)).astype(np.uint32)
+            m.R[hi][lanes] = out[lanes]
     return run
 
 

@@ -145,7 +145,9 @@ def init_word(count) -> np.ndarray:
 
 def state_token(word) -> np.ndarray:
     """The state ``mbarrier.arrive`` returns for the state ``word`` before it: its high 32 bits (phase, P, the top
-    10 bits of T), low 32 bits 0 (H100 record: 7,382 of 7,382 arrive results)."""
+    10 bits of T), low 32 bits 0 (H100 record: 7,382 of 7,382 arrive results). In SASS only the high register
+    of the destination pair is written: the low one keeps its value (H100: mbar_word_probe, 2 of 2 arrives into
+    registers that held other values), which these scripts' registers, all 0, do not show."""
     return _u64(word) & _HIGH
 
 

@@ -303,9 +303,7 @@ class AsyncState:
             if done.any():
                 sel = np.zeros(park.shape, bool)
                 sel[a[done], w[done], l[done]] = True
-                for x, y, ad, p in sorted({(int(a[i]), int(w[i]), int(self.addr[a[i], w[i], l[i]]),
-                                            int(self.parity[a[i], w[i], l[i]])) for i in np.nonzero(done)[0]}):
-                    self.acquired(m, x, y, ad, p, "resume")
+                self.acquired_lanes(m, sel, self.addr, self.parity, "resume")
                 self._resume(m, sel, True)
                 woke = True
         regs = self.kind == _KIND_REGS
@@ -557,6 +555,17 @@ class AsyncState:
                 clocks.fence(int(x), int(y))
 
     # ------------------------------------------------------------------------------------ ordering, timeline
+    def acquired_lanes(self, m, lanes: np.ndarray, addr: np.ndarray, parity: np.ndarray, how: str,
+                       pc: int = -1) -> None:
+        """:meth:`acquired` for every (warp, barrier, parity) among ``lanes`` (A, W, 32) whose wait succeeded;
+        nothing to do unless the race detector or the timeline watches."""
+        if m.smem.clocks is None and not self.recording(m):
+            return
+        a, w, l = np.nonzero(lanes)
+        keys = np.unique(np.stack([a, w, addr[a, w, l], parity[a, w, l]]), axis=1)
+        for x, y, z, p in keys.T.tolist():
+            self.acquired(m, x, y, z, p, how, pc)
+
     def acquired(self, m, a: int, w: int, addr: int, parity: int, how: str, pc: int = -1) -> None:
         """Warp w's wait on parity ``parity`` of the mbarrier at ``addr`` succeeded (``how``: 'pass' at once,
         'resume' after parking): it acquires the phase (the race detector's order) and the timeline notes it."""

@@ -374,6 +374,13 @@ def _bytes(words: list[int]) -> bytes:
     return b"".join(x.to_bytes(8, "little") for x in words)
 
 
+def check(f: TiledFields) -> None:
+    """Raise :class:`Rejected` (naming the parameter) when the sm_90 driver refuses ``f``."""
+    v = _run(f)[1]
+    if v is not None:
+        raise Rejected(*v)
+
+
 def driver_accepts(f: TiledFields) -> tuple[bool, str]:
     """(True, "") when the sm_90 driver accepts the call (CUDA_SUCCESS), else (False, the first rule broken in
     the driver's order, naming the parameter): CUDA_ERROR_INVALID_VALUE."""
@@ -384,10 +391,8 @@ def driver_accepts(f: TiledFields) -> tuple[bool, str]:
 def encode(f: TiledFields) -> bytes:
     """The 128 bytes cuTensorMapEncodeTiled writes for ``f`` (see the table in the module docstring); a call
     the driver refuses raises :class:`Rejected`."""
-    words, v = _run(f)
-    if v is not None:
-        raise Rejected(*v)
-    return _bytes(words)
+    check(f)
+    return _bytes(_run(f)[0])
 
 
 def driver_output(f: TiledFields, before: bytes) -> bytes:

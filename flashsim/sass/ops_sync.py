@@ -132,8 +132,9 @@ def _arrive(ctx: Ctx):
     csrc, tsrc = _ARRIVE_CODES[code]
     ctx.need(not (csrc == "R" and tsrc != 0), f"{ctx.ins.name}")
     ctx.need(len(ctx.ops) == 3, f"{ctx.ins.text}")
-    wd = None if (red or ctx.ops[0].is_zero_reg) else ctx.dst(0)
-    hi = None if wd is None else ctx.ops[0].index + 1  # the token's register pair: only the high one is written
+    # the token's register pair Rd, Rd+1: only Rd+1 is written (below)
+    ctx.need(red or ctx.ops[0].kind == "r", f"{ctx.ins.text} (a token destination that is not a register)")
+    hi = None if (red or ctx.ops[0].is_zero_reg) else ctx.ops[0].index + 1
     addr = _address(ctx, 1, False)
     rv = ctx.u32(2)
     ins = ctx.ins
@@ -157,7 +158,7 @@ def _arrive(ctx: Ctx):
         if m.smem.written is not None:
             m.smem.on_atomic(ad, 8, lanes, f"{ins.pc:#06x}")
         old = S.apply(m, ins, a, w, l, ad[a, w, l], cnt, tx, drop)
-        if wd is not None:
+        if hi is not None:
             from flashsim.smem.mbarrier import state_token
 
             # the returned state: the high half of the state before the update; the low register of the pair
@@ -202,9 +203,7 @@ def _phasechk(ctx: Ctx):
         ok = np.zeros(lanes.shape, bool)
         ok[a, w, l] = phase_done(words[a, ad[a, w, l] >> 3], parity[a, w, l])
         if ok.any():
-            for x, y, z, p in sorted({(int(a[i]), int(w[i]), int(ad[a[i], w[i], l[i]]), int(parity[a[i], w[i], l[i]]))
-                                      for i in np.nonzero(ok[a, w, l])[0]}):
-                S.acquired(m, x, y, z, p, "pass", pc)
+            S.acquired_lanes(m, ok, ad, parity, "pass", pc)
         if pcode == -1:
             return None
         wp(m, ok, lanes)

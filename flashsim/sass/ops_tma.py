@@ -273,7 +273,11 @@ def _store_factory(ctx: Ctx, op: str | None):
             keep = T.store_mask(tm, box)  # in dimension 0 whole 16-byte chunks (T.STORE_CHUNK)
             if not keep.any():
                 continue
-            ga, data = T.store_box(tm, coords, src, m.smem.data[a])
+            ga, data, read = T.store_elements(tm, box, m.smem.data[a])
+            clocks = m.smem.clocks
+            if clocks is not None:  # the store reads shared memory through the async proxy
+                col, vec = clocks.issue(a, w, "store")
+                m.smem.on_async_read(a, col, vec, read, f"{ins.pc:#06x}")
             idx = _global_elements(m, ins, mask, ga, es, box.coords[keep], True)
             if op is not None:
                 try:

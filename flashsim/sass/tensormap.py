@@ -26,15 +26,13 @@ import numpy as np
 from flashsim.errors import bad_argument
 from flashsim.sass import cutensormap
 
-__all__ = ["Box", "CUDA_ERROR_INVALID_VALUE", "DataType", "Interleave", "L2Promotion", "MAX_BOX", "MAX_RANK",
+__all__ = ["Box", "CUDA_ERROR_INVALID_VALUE", "DataType", "Interleave", "L2Promotion", "MAX_RANK",
            "NAN_FILL", "OobFill", "PAD_ROWS_TO_SPAN", "REDUCE_OPS", "REDUCE_TYPES", "SHARED_ALIGN", "Swizzle",
            "TensorMap", "box_layout", "element_size", "fill_value", "is_float", "load_box", "reduce_elements",
-           "STORE_CHUNK", "illegal_start", "store_box", "store_mask", "swizzle_address", "swizzle_span"]
+           "STORE_CHUNK", "illegal_start", "store_box", "store_elements", "store_mask", "swizzle_address", "swizzle_span"]
 
 CUDA_ERROR_INVALID_VALUE = 1  # what cuTensorMapEncodeTiled returns for a violated requirement
 MAX_RANK = 5  # "the maximum supported dimensionality of 5"
-MAX_BOX = 256  # boxDim[i]: "non-zero and less than or equal to 256"
-MAX_ELEMENT_STRIDE = 8  # elementStrides[i]: "non-zero and less than or equal to 8"
 #: the driver's parameter names of TensorMap's tuple fields
 _PARAM = {"global_dim": "globalDim", "global_strides": "globalStrides", "box_dim": "boxDim",
           "element_strides": "elementStrides"}
@@ -137,6 +135,12 @@ def _enum(cls, value, name: str):
                                         f"{', '.join(f'{m.name}={m.value}' for m in cls)})") from None
 
 
+def _rank(r) -> int:
+    if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= MAX_RANK:
+        raise bad_argument("tensorRank", r, f"must be non-zero and at most {MAX_RANK}")
+    return r
+
+
 def _ints(name: str, values, n: int) -> tuple[int, ...]:
     try:
         out = tuple(values)
@@ -148,33 +152,21 @@ def _ints(name: str, values, n: int) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True)
-class TensorMap:
-    """One tiled tensor map: exactly the arguments of ``cuTensorMapEncodeTiled`` (innermost dimension first),
-    checked on construction as the driver documents (see the module docstring).
+class TensorMap(cutensormap.TiledFields):
+    """One tiled tensor map: exactly the arguments of ``cuTensorMapEncodeTiled`` (innermost dimension first;
+    the fields of :class:`flashsim.sass.cutensormap.TiledFields`, the enums as this module's enum types),
+    checked on construction as the H100's driver checks them (see the module docstring).
 
     ``global_strides`` are in bytes, one per dimension above the innermost (rank - 1 of them); ``box_dim`` is
     the box traversed per copy in elements; ``element_strides`` its traversal step per dimension."""
 
-    data_type: DataType
-    rank: int
-    global_address: int
-    global_dim: tuple[int, ...]
-    global_strides: tuple[int, ...]
-    box_dim: tuple[int, ...]
-    element_strides: tuple[int, ...]
-    interleave: Interleave = Interleave.NONE
-    swizzle: Swizzle = Swizzle.NONE
-    l2_promotion: L2Promotion = L2Promotion.NONE
-    oob_fill: OobFill = OobFill.NONE
-
     def __post_init__(self):
         set_ = object.__setattr__
         dt = _enum(DataType, self.data_type, "tensorDataType")
-        set_(self, "data_type", dt)
-        il = _enum(Interleave, self.interleave, "interleave")
         sw = _enum(Swizzle, self.swizzle, "swizzle")
-        set_(self, "interleave", il)
+        set_(self, "data_type", dt)
         set_(self, "swizzle", sw)
+        set_(self, "interleave", _enum(Interleave, self.interleave, "interleave"))
         set_(self, "l2_promotion", _enum(L2Promotion, self.l2_promotion, "l2Promotion"))
         set_(self, "oob_fill", _enum(OobFill, self.oob_fill, "oobFill"))
         if dt in _PACKED:
@@ -183,16 +175,11 @@ class TensorMap:
         if sw in (Swizzle.B128_ATOM_32B, Swizzle.B128_ATOM_32B_FLIP_8B, Swizzle.B128_ATOM_64B):
             raise NotImplementedError(f"swizzle {sw.name}: the 128B swizzles with 32- and 64-byte atoms (newer "
                                       "than sm_90) are not modelled")
-        r = self.rank
-        if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= MAX_RANK:
-            raise bad_argument("tensorRank", r, f"must be non-zero and at most {MAX_RANK}")
+        r = _rank(self.rank)
         for name, n in (("global_dim", r), ("global_strides", r - 1), ("box_dim", r), ("element_strides", r)):
             set_(self, name, _ints(_PARAM[name], getattr(self, name), n))
-        # the rules are the H100 driver's, as measured (flashsim.sass.cutensormap.driver_accepts: every one of
-        # 14,670 recorded calls), in its order; the error names the parameter at fault
-        ok, reason = cutensormap.driver_accepts(cutensormap.TiledFields.of(self))
-        if not ok:
-            raise cutensormap.Rejected(reason.split(" ", 1)[0], reason)
+        # the rules are the H100 driver's, as measured (every one of 14,670 recorded calls), in its order
+        cutensormap.check(self)
 
     # ------------------------------------------------------------------------------------ the driver's call
     @classmethod
@@ -201,9 +188,7 @@ class TensorMap:
                      l2Promotion=L2Promotion.NONE, oobFill=OobFill.NONE) -> "TensorMap":
         """``cuTensorMapEncodeTiled``'s arguments in its order (the output pointer left out): the map, or an
         ArgumentError naming the parameter the driver would reject (CUDA_ERROR_INVALID_VALUE)."""
-        r = tensorRank
-        if isinstance(r, bool) or not isinstance(r, int) or not 1 <= r <= MAX_RANK:
-            raise bad_argument("tensorRank", r, f"must be non-zero and at most {MAX_RANK}")
+        r = _rank(tensorRank)
         return cls(tensorDataType, r, globalAddress, tuple(globalDim)[:r], tuple(globalStrides)[:r - 1],
                    tuple(boxDim)[:r], tuple(elementStrides)[:r], interleave, swizzle, l2Promotion, oobFill)
 
@@ -239,7 +224,7 @@ class TensorMap:
 
     def to_bytes(self) -> bytes:
         """The 128 bytes cuTensorMapEncodeTiled writes for this map (flashsim.sass.cutensormap.encode)."""
-        return cutensormap.encode(cutensormap.TiledFields.of(self))
+        return cutensormap.encode(self)
 
     def replace(self, **fields) -> "TensorMap":
         """A copy with ``fields`` changed (checked again)."""
@@ -396,7 +381,12 @@ def store_box(tm: TensorMap, start, smem_addr: int, smem: np.ndarray) -> tuple[n
     """A store (shared -> global): (global addresses of the elements written (:func:`store_mask`), their bytes
     (k, element size)), read from ``smem`` (the CTA's shared bytes, indexed by shared address); elements out of
     bounds in the outer dimensions are not written (PTX ISA, "Tiled mode")."""
-    b = box_layout(tm, start, smem_addr)
+    return store_elements(tm, box_layout(tm, start, smem_addr), smem)[:2]
+
+
+def store_elements(tm: TensorMap, b: Box, smem: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`store_box` of the box ``b`` already laid out: (global addresses, bytes (k, element size), the
+    shared byte addresses they were read from (k, element size))."""
     es = tm.element_size
     keep = store_mask(tm, b)
     c = b.coords[keep]
@@ -404,7 +394,7 @@ def store_box(tm: TensorMap, start, smem_addr: int, smem: np.ndarray) -> tuple[n
     with np.errstate(over="ignore"):
         gaddr = np.uint64(tm.global_address) + (c * strides).sum(axis=1).astype(np.uint64)
     sb = b.shared_bytes().reshape(-1, es)[keep]
-    return gaddr, np.asarray(smem)[sb].reshape(-1, es)
+    return gaddr, np.asarray(smem)[sb].reshape(-1, es), sb
 
 
 def illegal_start(tm: TensorMap, start, store: bool) -> str | None:

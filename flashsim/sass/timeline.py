@@ -70,16 +70,18 @@ class SyncEvent:
 _SHAPES = ("circle", "square", "diamond", "triangle")
 
 
-def _mark(shape: str, x: float, y: float, r: float, colour: str) -> str:
+def _mark(shape: str, x: float, y: float, r: float, colour: str, title: str) -> str:
+    """One SVG mark (circle, square, diamond or triangle) with a hover title."""
     if shape == "circle":
-        return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="{colour}"'
-    if shape == "square":
-        return f'<rect x="{x - r:.1f}" y="{y - r:.1f}" width="{2 * r}" height="{2 * r}" fill="{colour}"'
-    if shape == "diamond":
-        pts = f"{x:.1f},{y - r - 1:.1f} {x + r + 1:.1f},{y:.1f} {x:.1f},{y + r + 1:.1f} {x - r - 1:.1f},{y:.1f}"
+        head, tag = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r}"', "circle"
+    elif shape == "square":
+        head, tag = f'<rect x="{x - r:.1f}" y="{y - r:.1f}" width="{2 * r}" height="{2 * r}"', "rect"
     else:
-        pts = f"{x:.1f},{y - r - 1:.1f} {x + r + 1:.1f},{y + r:.1f} {x - r - 1:.1f},{y + r:.1f}"
-    return f'<polygon points="{pts}" fill="{colour}"'
+        bottom = (f"{x:.1f},{y + r + 1:.1f} {x - r - 1:.1f},{y:.1f}" if shape == "diamond"
+                  else f"{x - r - 1:.1f},{y + r:.1f}")
+        right = f"{x + r + 1:.1f},{y:.1f}" if shape == "diamond" else f"{x + r + 1:.1f},{y + r:.1f}"
+        head, tag = f'<polygon points="{x:.1f},{y - r - 1:.1f} {right} {bottom}"', "polygon"
+    return f'{head} fill="{colour}"><title>{title}</title></{tag}>'
 
 
 def html(events: list[SyncEvent], *, title: str = "flashsim synchronisation timeline", ctas=(0,),
@@ -110,8 +112,7 @@ def html(events: list[SyncEvent], *, title: str = "flashsim synchronisation time
         x = left + plot * (e.step - lo) / span
         colour = KINDS.get(e.kind, ("#000", ""))[0]
         shape = shape_of.get(e.barrier, "circle")
-        out.append(_mark(shape, x, y_of[(e.cta, e.warp)], 4, colour) + f"><title>{esc(str(e))}</title></"
-                   + ("circle" if shape == "circle" else "rect" if shape == "square" else "polygon") + ">")
+        out.append(_mark(shape, x, y_of[(e.cta, e.warp)], 4, colour, esc(str(e))))
     out.append(f'<text x="{left}" y="{height - 10}">step {lo}</text>'
                f'<text x="{left + plot - 80}" y="{height - 10}">step {hi}</text></svg>')
     out.append("<h2>Legend</h2><table>")

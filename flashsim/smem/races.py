@@ -111,6 +111,18 @@ class _Shadow:
         self.a_group = np.zeros(shape, np.int32)
         self.a_tag = np.zeros(shape, np.int32)
 
+    def put(self, slot: int, c, word, who, lanes, clk, ws, tag, bytes_) -> None:
+        """Record an access (accessor ``who`` at clock ``clk``, lane mask, __syncwarp epoch, tag, bytes) in
+        ``slot`` of the words (c, word)."""
+        for arr, v in ((self.warp, who), (self.lanes, lanes), (self.clk, clk), (self.ws, ws), (self.tag, tag),
+                       (self.bytes, bytes_)):
+            arr[slot, c, word] = v
+
+    def demote(self, c, word) -> None:
+        """Slot A's read record of the words (c, word) moves to slot B (another accessor reads them now)."""
+        for arr in (self.warp, self.lanes, self.clk, self.ws, self.tag, self.bytes):
+            arr[2, c, word] = arr[1, c, word]
+
 
 def _lowest_lane(mask: int, exclude: int | None = None) -> int:
     if exclude is not None:
@@ -252,16 +264,10 @@ class RaceDetector:
             sh.tag[1, c1[m], wd1[m]] = tid
             # another warp: slot A moves to slot B
             mv = ~same
-            for arr in (sh.warp, sh.lanes, sh.clk, sh.ws, sh.tag, sh.bytes):
-                arr[2, c1[mv], wd1[mv]] = arr[1, c1[mv], wd1[mv]]
+            sh.demote(c1[mv], wd1[mv])
             # replace slot A (other warp, or same warp but an older clock)
             r = ~merge
-            sh.warp[1, c1[r], wd1[r]] = w1[r]
-            sh.lanes[1, c1[r], wd1[r]] = ln1[r]
-            sh.clk[1, c1[r], wd1[r]] = E[r]
-            sh.ws[1, c1[r], wd1[r]] = WS[r]
-            sh.tag[1, c1[r], wd1[r]] = tid
-            sh.bytes[1, c1[r], wd1[r]] = by1[r]
+            sh.put(1, c1[r], wd1[r], w1[r], ln1[r], E[r], WS[r], tid, by1[r])
 
     def on_write(self, addr: np.ndarray, width: int, active: np.ndarray, tag: str, *, op: str = "write") -> tuple:
         """Check a write (WAW, WAR, a write over a pending cp.async, warps of this instruction on one
@@ -291,13 +297,7 @@ class RaceDetector:
             if dup.any():
                 races += self._same_instruction_waw(gc[dup], gw[dup], gword[dup], glanes[dup], gbytes[dup], op, tag)
         if op != "cp.async":
-            tid = self.tag_id(tag)
-            sh.warp[0, gc, gword] = gw
-            sh.lanes[0, gc, gword] = glanes
-            sh.clk[0, gc, gword] = sh.clocks.vc[gc, gw, gw]
-            sh.ws[0, gc, gword] = sh.wsync[gc, gw]
-            sh.tag[0, gc, gword] = tid
-            sh.bytes[0, gc, gword] = gbytes
+            sh.put(0, gc, gword, gw, glanes, sh.clocks.vc[gc, gw, gw], sh.wsync[gc, gw], self.tag_id(tag), gbytes)
         return self._report(races)
 
     def _same_instruction_waw(self, c, w, word, lanes, bytes_, op, tag) -> list[Race]:
@@ -355,12 +355,7 @@ class RaceDetector:
         for slot in (1, 2):
             war = self._unordered(slot, c_, w_, l_, word, vec) & ((sh.bytes[slot, c_, word] & bm) != 0)
             races += self._race_list("WAR", slot, war, c_, w_, l_, word, "write", tag, "read")
-        sh.warp[0, c, word] = col
-        sh.lanes[0, c, word] = np.uint32(1) << np.uint32(lane)
-        sh.clk[0, c, word] = vec[col]
-        sh.ws[0, c, word] = -1
-        sh.tag[0, c, word] = self.tag_id(tag)
-        sh.bytes[0, c, word] = bm
+        sh.put(0, c, word, col, np.uint32(1) << np.uint32(lane), vec[col], -1, self.tag_id(tag), bm)
         return self._report(races)
 
     def on_async_read(self, c: int, col: int, vec: np.ndarray, addrs, tag: str, lane: int = 0) -> tuple:
@@ -396,14 +391,9 @@ class RaceDetector:
                                      "write")
         # record: slot A moves to slot B when another accessor read it last
         other = sh.warp[1, c, word] != col
-        for arr in (sh.warp, sh.lanes, sh.clk, sh.ws, sh.tag, sh.bytes):
-            arr[2, c, word[other]] = arr[1, c, word[other]]
-        sh.warp[1, c, word] = col
-        sh.lanes[1, c, word] = np.uint32(1) << np.uint32(lane)
-        sh.clk[1, c, word] = vec[col]
-        sh.ws[1, c, word] = -1
-        sh.tag[1, c, word] = self.tag_id(tag)
-        sh.bytes[1, c, word] = np.where(other, bm, sh.bytes[1, c, word] | bm)
+        sh.demote(c, word[other])
+        sh.put(1, c, word, col, np.uint32(1) << np.uint32(lane), vec[col], -1, self.tag_id(tag),
+               np.where(other, bm, sh.bytes[1, c, word] | bm))
         return self._report(races)
 
     # -------------------------------------------------------------------------------- sync
@@ -450,9 +440,5 @@ class RaceDetector:
         tags = sh.a_tag[cc, words]
         sh.a_tid[cc[mine], words[mine]] = -1
         # the copy becomes an ordinary write by its thread, at the time of the wait
-        sh.warp[0, cc, words] = ww
-        sh.lanes[0, cc, words] = np.uint32(1) << ll.astype(np.uint32)
-        sh.clk[0, cc, words] = sh.clocks.vc[cc, ww, ww]
-        sh.ws[0, cc, words] = sh.wsync[cc, ww]
-        sh.tag[0, cc, words] = tags
-        sh.bytes[0, cc, words] = 0xF
+        sh.put(0, cc, words, ww, np.uint32(1) << ll.astype(np.uint32), sh.clocks.vc[cc, ww, ww], sh.wsync[cc, ww],
+               tags, 0xF)

@@ -2,7 +2,9 @@
 the catalogue of their planted bugs, as data: what each bug is, which build and problem show it, and what a
 simulator should report where.
 
-Nothing here needs cupy or a GPU. The kernels' sources say the same in their headers; the ``// MUTANT n``
+Nothing here needs cupy or a GPU. The kernels' sources describe each bug in their headers (as first
+planned: for gg1 and gg7 what the interpreter shows is the catalogue's entry below, not the header's; the
+headers stay as the recorded cubins were built from them); the ``// MUTANT n``
 comment marks the line each bug changes and ``// @name`` the lines a report points at, so a test finds the
 source line of an expected report with :func:`report_lines` (tests/test_hopper_kernels.py checks that every
 marker exists exactly once and matches this catalogue). The runs, references and tensor maps are in
@@ -22,6 +24,7 @@ import re
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = ["CATEGORIES", "KERNELS", "MUTANTS", "PROBLEMS", "HopperKernel", "Mutant", "Problem", "anchor_lines",
            "gemm_geometry", "kernel_of", "marker_lines", "mutant", "report_lines"]
@@ -42,6 +45,11 @@ class HopperKernel:
     config: tuple[tuple[str, tuple[int, ...], int], ...]  # (macro, allowed values, default)
     anchor_prefix: str
     dims: tuple[tuple[str, int, int], ...]  # a problem's dims: (name, multiple of, minimum), in order
+    roles_of: Any = None  # (build config) -> {role: warps of a CTA}: the adversarial schedules favour and delay them
+
+    def roles(self, config: dict[str, int]) -> dict[str, tuple[int, ...]]:
+        """The warps of each role in a CTA of a build (the source's header)."""
+        return dict(self.roles_of({m: config.get(m, d) for m, _, d in self.config}))
 
     def __post_init__(self):
         for macro, allowed, default in self.config:
@@ -82,11 +90,13 @@ class HopperKernel:
 KERNELS = types.MappingProxyType({k.name: k for k in (
     # rows a multiple of the tile's 16 rows, cols of its 32 columns
     HopperKernel("tma_pipeline", "tma_pipeline.cu", "tma_pipeline", "TP_MUTANT", (("TP_STAGES", (2, 3, 4), 4),),
-                 "tp_", (("rows", 16, 16), ("cols", 32, 32))),
+                 "tp_", (("rows", 16, 16), ("cols", 32, 32)),
+                 lambda cfg: {"producer": (0,), "consumer": (1, 2)}),
     # M a multiple of both builds' GG_BM (64, 128), N of GG_BN, K of GG_BK (K = 0 allowed)
     HopperKernel("wgmma_gemm", "wgmma_gemm.cu", "wgmma_gemm", "GG_MUTANT",
                  (("GG_CONSUMERS", (1, 2), 2), ("GG_STAGES", (2, 3, 4), 4)), "gg_",
-                 (("M", 128, 128), ("N", 128, 128), ("K", 64, 0))),
+                 (("M", 128, 128), ("N", 128, 128), ("K", 64, 0)),
+                 lambda cfg: {"producer": (0, 1, 2, 3), "consumer": tuple(range(4, 4 + 4 * cfg["GG_CONSUMERS"]))}),
 )})
 
 
@@ -181,6 +191,7 @@ class Mutant:
     problem: str
     gpu: str
     config: tuple[tuple[str, int], ...] = field(default=())
+    says: tuple[str, ...] = field(default=())  # phrases the simulator's report must contain
 
     def __post_init__(self):
         k = kernel_of(self.kernel)
@@ -220,32 +231,32 @@ MUTANTS: tuple[Mutant, ...] = (
            "consumer warp 2 never arrives on empty[stage]",
            "deadlock", "round 1: producer parked at @tp_wait_empty on empty[0] (1 of 2 arrivals, pending count 1); "
            "consumers parked at @tp_wait_full",
-           ("@tp_wait_empty", "marker"), "tp_tiny", "hang", _TP3),
+           ("@tp_wait_empty", "marker"), "tp_tiny", "hang", _TP3, ("arrivals 1 of 2",)),
     Mutant("tp3", "tma_pipeline", 3, "expect_tx",
            "arrive.expect_tx announces 2 tiles + halo: full[0] keeps 2048 bytes pending",
            "deadlock", "consumers parked at @tp_wait_full on full[0], tx-count 2048 pending, tile 0; producer at "
            "@tp_wait_empty in round 1",
-           ("@tp_wait_full", "marker"), "tp_tiny", "hang", _TP3),
+           ("@tp_wait_full", "marker"), "tp_tiny", "hang", _TP3, ("tx-count 2048 bytes pending",)),
     Mutant("tp4", "tma_pipeline", 4, "proxy_fence",
            "__threadfence_block() (generic proxy only) instead of fence.proxy.async.shared::cta before the TMA store",
            "race", "cross-proxy RAW on ybuf: st.shared (generic proxy) at @tp_ybuf_write, TMA store read (async "
            "proxy) at @tp_tma_store, no fence.proxy.async between them",
-           ("@tp_tma_store", "@tp_ybuf_write"), "tp_tiny", "any", _TP3),
+           ("@tp_tma_store", "@tp_ybuf_write"), "tp_tiny", "any", _TP3, ("RAW (no fence.proxy.async)",)),
     Mutant("tp5", "tma_pipeline", 5, "stage_advance",
            "producer advances (stage, phase) twice per tile",
            "deadlock", "consumers parked at @tp_wait_full on full[1] (tile 1 went to another stage); producer "
            "parked at @tp_wait_empty",
-           ("@tp_wait_full", "@tp_wait_empty", "marker"), "tp_tiny", "hang", _TP3),
+           ("@tp_wait_full", "@tp_wait_empty"), "tp_tiny", "hang", _TP3),
     Mutant("tp6", "tma_pipeline", 6, "arrival_count",
            "empty[s] initialised with count 3 while 2 consumer warps arrive",
            "deadlock", "round 1: producer parked at @tp_wait_empty on empty[0] (2 of 3 arrivals, pending count 1)",
-           ("@tp_wait_empty", "marker"), "tp_tiny", "hang", _TP3),
+           ("@tp_wait_empty",), "tp_tiny", "hang", _TP3, ("arrivals 2 of 3", "initialised with count 3")),
     Mutant("tp7", "tma_pipeline", 7, "out_of_bounds_copy",
            "halo row (t + 1) * TP_BR without the wrap: the last tile's cp.async.bulk reads row `rows`, past x",
            "fault", "global read out of bounds by the cp.async.bulk at @tp_bulk_halo (128 bytes from x + rows * "
            "cols + col0, its source computed at MUTANT 7; the last tile of every CTA): a plain bulk copy has no "
            "tensor bounds and no zero fill",
-           ("@tp_bulk_halo", "marker"), "tp_tiny", "any", _TP3),
+           ("@tp_bulk_halo",), "tp_tiny", "any", _TP3, ("out-of-bounds global address",)),
     Mutant("tp8", "tma_pipeline", 8, "read_before_wait",
            "the consumer's first read of a stage hoisted above its wait on full[stage]",
            "race", "RAW on the stage: TMA write (async proxy) at @tp_tma_load, ld.shared at MUTANT 8 not ordered "
@@ -259,14 +270,16 @@ MUTANTS: tuple[Mutant, ...] = (
     # ------------------------------------------------------------------------------ wgmma_gemm.cu
     Mutant("gg1", "wgmma_gemm", 1, "wrong_parity",
            "consumer's in-loop wait on full[stage] uses parity phase ^ 1: it returns at once",
-           "race", "RAW on a stage: TMA write (@gg_tma_a / @gg_tma_b) and wgmma read at @gg_mma with no completed "
-           "phase of full[stage] between them",
-           ("@gg_mma", "@gg_tma_a", "@gg_tma_b", "marker"), "gg_tiny", "any", _GG2),
+           "deadlock", "consumers parked at MUTANT 1 on full[1]: its phase 0 completed before they got there, so "
+           "parity phase ^ 1 = 1 is the current phase's and the wait blocks; the producer waits on empty[0] for "
+           "the release that comes only after that wait (the GPU hangs). Where a consumer overtakes the TMA the "
+           "wait returns at once instead: RAW between the TMA write (@gg_tma_a / @gg_tma_b) and the wgmma read",
+           ("marker",), "gg_tiny", "hang", _GG2),
     Mutant("gg2", "wgmma_gemm", 2, "early_release",
            "thread 0 arrives on empty[prev] before wgmma.wait_group 1 (the two lines swapped)",
            "race", "WAR on a stage: wgmma read at @gg_mma still in flight (retired only by the wait after "
            "MUTANT 2), TMA refill at @gg_tma_a / @gg_tma_b ordered only after the release",
-           ("@gg_mma", "@gg_tma_a", "@gg_tma_b", "marker"), "gg_tiny", "any", _GG2),
+           ("@gg_mma", "@gg_mma_first", "@gg_tma_a", "@gg_tma_b", "marker"), "gg_tiny", "any", _GG2),
     Mutant("gg3", "wgmma_gemm", 3, "wgmma_wait",
            "the last wgmma.wait_group is 1, not 0: the epilogue reads accumulators of a pending wgmma-group",
            "none", "ptxas repairs it: it injects WARPGROUP.DEPBAR.LE gsb0, 0x0 before the first read of the "
@@ -279,30 +292,31 @@ MUTANTS: tuple[Mutant, ...] = (
            "empty[s] initialised with count 1 while GG_CONSUMERS = 2 warpgroups arrive",
            "race", "WAR on a stage: the other warpgroup's wgmma read at @gg_mma, TMA refill at @gg_tma_a / "
            "@gg_tma_b after a phase completed by one warpgroup's release; a deadlock may follow (phase drift)",
-           ("@gg_mma", "@gg_tma_a", "@gg_tma_b"), "gg_tiny", "any", _GG2),
+           ("@gg_mma", "@gg_mma_first", "@gg_tma_a", "@gg_tma_b"), "gg_tiny", "any", _GG2),
     Mutant("gg5", "wgmma_gemm", 5, "zero_work",
            "peeled first K tile guarded by k_tiles >= 0: with K = 0 the consumers wait for a tile never loaded",
            "deadlock", "K = 0: every consumer warp parked at @gg_wait_first on full[0] (phase 0, no arrival will "
            "come: the producer's loop is empty and its warps have exited)",
-           ("@gg_wait_first", "marker"), "gg_k0", "hang", _GG2),
+           ("@gg_wait_first",), "gg_k0", "hang", _GG2),
     Mutant("gg6", "wgmma_gemm", 6, "no_empty_wait",
            "producer calls try_wait.parity on empty[stage] once and ignores the result",
            "race", "WAR on a stage: wgmma read at @gg_mma, TMA refill at @gg_tma_a / @gg_tma_b not ordered after "
            "the release; possibly first an mbarrier misuse (arrive.expect_tx on full[stage] while the phase's "
            "bytes are still pending)",
-           ("@gg_tma_a", "@gg_tma_b", "@gg_mma", "marker"), "gg_tiny", "any", _GG2),
+           ("@gg_tma_a", "@gg_tma_b", "@gg_mma", "@gg_mma_first", "marker"), "gg_tiny", "any", _GG2),
     Mutant("gg7", "wgmma_gemm", 7, "register_budget",
            "consumers setmaxnreg.inc 240 while the producer's dec to 40 frees only enough for 232",
-           "deadlock", "one consumer warpgroup parked at MUTANT 7 (setmaxnreg.inc: after the producer's dec and the "
-           "other warpgroup's inc the CTA's pool holds 128 x 56 registers, it needs 128 x 72); the other "
-           "consumer at @gg_wait_full, the producer at @gg_wait_empty",
-           ("marker", "@gg_wait_empty"), "gg_tiny", "hang", _GG2),
+           "deadlock", "a consumer warp parked at MUTANT 7 (setmaxnreg.inc: after the producer's dec and the other "
+           "increases the CTA's pool lacks the 32 x 72 registers it asks for); where the other warps stop depends "
+           "on how the GPU grants a warpgroup's registers (per warp in flashsim: the warpgroup's other warps go on)",
+           ("marker",), "gg_tiny", "hang", _GG2),
     Mutant("gg8", "wgmma_gemm", 8, "expect_tx",
            "arrive.expect_tx counts only the A tile (GG_A_BYTES), the B bytes forgotten",
            "race", "RAW on a stage: TMA write of B (or A) at @gg_tma_b / @gg_tma_a lands after the full phase "
            "completed, wgmma read at @gg_mma; the surplus complete_tx drives later tx-counts negative and a "
            "phase of round 2 never completes: deadlock follows (consumers at @gg_wait_full)",
-           ("@gg_mma", "@gg_tma_b", "@gg_wait_full"), "gg_tiny", "hang", _GG2),
+           ("@gg_mma", "@gg_mma_first", "@gg_tma_a", "@gg_tma_b"), "gg_tiny", "hang", _GG2,
+           ("announced fewer bytes than its copies bring",)),
 )
 
 _BY_ID = {m.id: m for m in MUTANTS}

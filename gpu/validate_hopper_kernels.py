@@ -34,10 +34,10 @@ under compute-sanitizer.
 Writes DIR/hopper_kernels.json (provenance: device, driver, toolchain, date, command; builds with sha256 and
 NVRTC logs; every check; every mutant with its catalogue entry, source lines, GPU outcome and tool verdicts),
 DIR/sanitizer_table.md (mutant x {GPU outcome, racecheck, synccheck, memcheck}), DIR/cubins/, DIR/logs/
-(each child's output) and, with --record, DIR/hopper_kernels.npz: the cubins, the tensor-map bytes, the
-inputs and the GPU's outputs of every correct run (arrays of more than RECORD_LIMIT elements as sha256 only:
-the inputs regenerate from their seeds); it and the JSON belong in traces/sass/ (beside mbarrier_probes.*)
-for the interpreter's replay.
+(each child's output). With --record the JSON also holds the sha256 of every output of every correct run
+(the inputs regenerate from their seeds; the tensor maps' bytes and the cubins' digests are there anyway): it
+belongs in traces/hopper/, where the interpreter's replay (tests/test_hopper_kernels.py) compares the digests
+of its own outputs with the GPU's, bit for bit.
 Exit status 1 when a correct run differs from its reference, hangs or faults; the mutants' outcomes are data.
 """
 
@@ -67,7 +67,7 @@ from flashsim.errors import LaunchError, bad_argument
 from flashsim.gpu import hopper_mutants as HM
 from flashsim.gpu.hopper_mutants import MUTANTS, PROBLEMS, Mutant, Problem, gemm_geometry, kernel_of
 
-__all__ = ["ARCH", "CORRECT_RUNS", "RECORD_LIMIT", "SENTINEL", "TOOLS", "Build", "TensorMapSpec", "all_builds",
+__all__ = ["ARCH", "CORRECT_RUNS", "SENTINEL", "TOOLS", "Build", "TensorMapSpec", "all_builds",
            "build", "build_key", "check_gemm", "check_pipeline", "encode_tiled", "gemm_inputs", "gemm_model",
            "gemm_reference", "launch_geometry", "main", "parse_tool_output", "pipeline_inputs",
            "pipeline_reference", "problem_inputs", "tensor_map_specs"]
@@ -77,7 +77,6 @@ REPO = Path(__file__).resolve().parent.parent
 #: the bit pattern the outputs are filled with before a launch (a NaN no kernel computes): unwritten elements show
 SENTINEL = 0x7FBADBAD
 #: arrays up to this many elements go into the record; bigger ones are recorded as sha256 (inputs regenerate)
-RECORD_LIMIT = 1 << 18
 TOOLS = ("racecheck", "synccheck", "memcheck")
 DEFAULT_SANITIZER = "/usr/local/cuda/bin/compute-sanitizer"
 TOOL_ARGS = {"racecheck": ("--racecheck-report", "all"), "synccheck": (), "memcheck": ()}
@@ -892,7 +891,6 @@ def validate(out: Path, *, dry_run: bool, record: bool, jobs: int, timeout: floa
         got = dict(np.load(f))
         return host_of(b.kernel).check(refs[pname]["inputs"], got, PROBLEMS[pname], refs[pname]["pre"])
 
-    arrays: dict[str, np.ndarray] = {}
     ok = True
     for j in job_list:
         if j.id.startswith("correct_"):
@@ -917,17 +915,10 @@ def validate(out: Path, *, dry_run: bool, record: bool, jobs: int, timeout: floa
                     ok = ok and e["inputs_match_parent"]
                 f = outs_dir / b.key / f"{pname}.npz"
                 if record and f.is_file():
-                    # inputs once per problem (input/<problem>/<name>), outputs and tensor maps per build
-                    got = dict(np.load(f))
-                    e["record"] = {}
-                    for name, a, key in [*((n_, a_, f"input/{pname}/{n_}") for n_, a_ in refs[pname]["inputs"].items()),
-                                         *((n_, a_, f"{b.key}/{pname}/{n_}") for n_, a_ in got.items())]:
-                        if a.size <= RECORD_LIMIT or name.startswith("tmap/"):
-                            arrays[key] = a
-                            e["record"][name] = {"array": key, "sha256": _sha(a)}
-                        else:
-                            e["record"][name] = {"array": None, "sha256": _sha(a), "shape": list(a.shape),
-                                                 "dtype": str(a.dtype)}
+                    # the GPU's outputs and the driver's tensor-map bytes as sha256 (the interpreter's replay
+                    # compares its own outputs' digests: bit for bit); the inputs regenerate from the seed
+                    e["record"] = {n_: {"sha256": _sha(a_), "shape": list(a_.shape), "dtype": str(a_.dtype)}
+                                   for n_, a_ in dict(np.load(f)).items() if not n_.startswith("tmap/")}
                 entry[pname] = e
             report["correct"][b.key] = entry
         elif j.id.startswith("gpu_"):
@@ -950,12 +941,9 @@ def validate(out: Path, *, dry_run: bool, record: bool, jobs: int, timeout: floa
     report["equal"] = ok
     report["seconds"] = round(time.time() - t_start, 1)
     if record:
-        for key, b in builds.items():  # the bytes the GPU ran, mutants included
-            arrays[f"cubin/{key}"] = np.frombuffer(b.cubin, np.uint8)
-        np.savez_compressed(out / "hopper_kernels.npz", **arrays)
-        report["record"] = {"npz": "hopper_kernels.npz", "arrays": len(arrays), "limit_elements": RECORD_LIMIT}
-        log(f"recorded {out / 'hopper_kernels.npz'} ({len(arrays)} arrays): copy it and hopper_kernels.json to "
-            "traces/sass/")
+        report["record"] = {"what": "sha256 of every output of the correct runs (correct.<build>.<problem>.record), "
+                                    "the driver's tensor-map bytes (tensor_maps.*.bytes), the cubins' sha256 (builds)"}
+        log(f"recorded the outputs' digests in {out / 'hopper_kernels.json'}: copy it to traces/hopper/")
     _write(out, report)
     return report
 
@@ -965,7 +953,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m flashsim.gpu.validate_hopper_kernels",
                                  description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--out", help="directory for the report, the table, the cubins and the logs")
-    ap.add_argument("--record", action="store_true", help="also write hopper_kernels.npz (for traces/sass/)")
+    ap.add_argument("--record", action="store_true", help="also keep the digests of the correct runs' outputs (for traces/hopper/)")
     ap.add_argument("--dry-run", action="store_true", help="build every cubin and write the catalogue; no GPU")
     ap.add_argument("--jobs", type=int, default=8, help="child processes at a time (default 8)")
     ap.add_argument("--timeout", type=float, default=20.0,

@@ -34,7 +34,8 @@ bytes are saved with the record so that the interpreter replays the very code th
 128-byte struct argument intact (checked with param_probe), else through the driver's cuLaunchKernel.
 
 Writes DIR/tma_report.json (counts, timings, errors, provenance: device, driver, date, command); with
-``--record`` also DIR/tma_probes.npz (cubin, encodings, inputs and outputs per case) and
+``--record`` also DIR/tma_probes.npz (cubin, encodings, each case's fields and map bytes, its inputs and the
+GPU's outputs as sha256: the inputs regenerate from the seed, and the replay compares digests bit for bit) and
 DIR/tma_probes.json (provenance), which belong in traces/tma/. The whole run takes about a minute
 (``--budget`` seconds at most, 170 by default). The report also compares every case that ran with
 flashsim's model of the box (flashsim.sass.tensormap: phases/<phase>/model).
@@ -64,7 +65,8 @@ import numpy as np
 from flashsim.sass.tensormap import TensorMap
 
 __all__ = ["ARCH", "DTYPE_SIZES", "EncodeCase", "InterpDriver", "InterpLauncher", "PROBE_FILE", "PROBE_VERSION",
-           "TRACE_NPZ", "TmaCase", "build", "case_from_record", "case_slice", "compare_case", "doc_verdict",
+           "TRACE_NPZ", "TmaCase", "build", "case_from_record", "case_slice", "compare_case", "digest_case",
+           "digest_record", "doc_verdict", "expected_digests", "sha_bytes",
            "encode_cases", "expected_case", "fill_pattern", "fill_seed", "load_record", "main", "make_cases",
            "model_summary", "record_case", "reduce_cases", "risky_cases", "run_case"]
 
@@ -1347,8 +1349,8 @@ def validate(out: Path, *, seed: int, cases: int, record: bool, dry_run: bool, b
     report["seconds"] = round(time.time() - t0, 2)
     _write(out, report)
     if record:
-        np.savez_compressed(out / "tma_probes.npz", **arrays)
         arrays["probe_version"] = np.array(PROBE_VERSION)
+        np.savez_compressed(out / "tma_probes.npz", **digest_record(arrays))
         rec = {k: report[k] for k in ("date", "command", "seed", "arch", "toolchain", "cubin_sha256", "planned",
                                       "probe_version")}
         rec["device"] = report.get("device")
@@ -1522,6 +1524,55 @@ def compare_case(rec: dict, exp: dict, label: str = "GPU") -> list[str]:
 
 
 # ================================================================================================ the record
+#: per-case arrays the record keeps as sha256 only (``<key>_sha``, (n, 32) bytes, zeros where absent): the GPU's
+#: outputs, and the inputs, which regenerate from the seed (_case_inputs); the replay compares digests, bit for bit
+DIGEST_KEYS = VAR_KEYS
+
+
+def sha_bytes(a) -> np.ndarray:
+    """The sha256 of an array's bytes as 32 uint8."""
+    return np.frombuffer(hashlib.sha256(np.ascontiguousarray(np.asarray(a, np.uint8)).tobytes()).digest(), np.uint8)
+
+
+def digest_record(arrays: dict) -> dict:
+    """The record as kept in traces/tma: every per-case array of DIGEST_KEYS replaced by its sha256."""
+    out = {}
+    for k, v in arrays.items():
+        phase, _, name = k.rpartition("/")
+        if name.endswith("_off") and name[:-4] in DIGEST_KEYS:
+            continue
+        if name in DIGEST_KEYS and phase:
+            off = arrays[f"{phase}/{name}_off"]
+            sha = np.zeros((len(off) - 1, 32), np.uint8)
+            for i in range(len(off) - 1):
+                if off[i + 1] > off[i]:
+                    sha[i] = sha_bytes(v[off[i]:off[i + 1]])
+            out[f"{phase}/{name}_sha"] = sha
+            continue
+        out[k] = v
+    return out
+
+
+def digest_case(rec: dict) -> dict:
+    """A case's arrays of DIGEST_KEYS as the record keeps them (``<key>_sha``; absent keys left out)."""
+    return {f"{k}_sha": sha_bytes(rec[k]) for k in DIGEST_KEYS if k in rec and np.asarray(rec[k]).size}
+
+
+def expected_digests(seed: int, c: TmaCase, gaddr: int, base: int = 0x400) -> dict:
+    """:func:`expected_case` as the GPU's arrays would be recorded: load_dump (run A), load_same (where the A
+    and B runs agree, packed), store_out (run A) and store_same, as ``<key>_sha``."""
+    exp = expected_case(seed, c, gaddr, base)
+    rec = {}
+    if exp["load_dump"]:
+        a, b = exp["load_dump"]
+        rec["load_dump"], rec["load_same"] = a, np.packbits(a == b)
+    if exp["store_out"]:
+        rec["store_out"] = exp["store_out"][0]
+        if len(exp["store_out"]) == 2:
+            rec["store_same"] = np.packbits(exp["store_out"][0] == exp["store_out"][1])
+    return digest_case(rec)
+
+
 def load_record(path: Path = TRACE_NPZ) -> dict:
     """The recorded arrays (``tma_probes.npz``) by name."""
     with np.load(path) as z:

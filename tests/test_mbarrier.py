@@ -346,7 +346,7 @@ def test_wrong_parity_is_a_deadlock_at_the_producers_wait(seed):
     msg = str(exc)
     line = _line(r"mbar::wait\(mbar::smem\(&empty\[s\]\), round & 1u\);")
     warp0 = next(g for g in exc.graph if g["cta"] == 0 and g["warp"] == 0)
-    text = "\n".join(warp0["waits"])
+    text = "\n".join([warp0["where"], *warp0["waits"]])
     # the producer waits for phase 0 of empty[0], which nobody arrives on before the first tile exists
     assert f"ws_pipeline.cu:{line}" in text, msg
     assert "(stage 0 of the 4 at" in text and "waits for the phase of parity 0 to complete (phase #0" in text
@@ -361,11 +361,11 @@ def test_wrong_parity_is_a_deadlock_at_the_producers_wait(seed):
 def test_missing_arrive_is_a_deadlock_with_one_of_two_arrivals():
     exc = _deadlock(2)
     prod = next(g for g in exc.graph if g["cta"] == 0 and g["warp"] == 0)
-    text = "\n".join(prod["waits"])
+    text = "\n".join([prod["where"], *prod["waits"]])
     assert prod["role"] == "producer"
     line = _line(r"mbar::wait\(mbar::smem\(&empty\[s\]\), \(round & 1u\) \^ 1u\);")
     assert f"ws_pipeline.cu:{line}" in text
-    assert "arrivals 1 of 2 (pending 1; this phase: warp=1 x1)" in text
+    assert re.search(r"arrivals 1 of 2 \(pending 1; this phase: warp=1 x1 at \S*ws_pipeline.cu:\d+\)", text), text
     assert "never arrived on it: 0, 2" in text  # consumer warp 2 is the one that forgot
     for w in (1, 2):
         g = next(g for g in exc.graph if g["cta"] == 0 and g["warp"] == w)
@@ -378,9 +378,10 @@ def test_expect_tx_off_by_a_tile_is_a_deadlock_with_bytes_pending():
     line = _line(r"mbar::wait\(mbar::smem\(&full\[s\]\), round & 1u\);")
     for w in (1, 2):
         g = next(g for g in exc.graph if g["cta"] == 0 and g["warp"] == w)
-        text = "\n".join(g["waits"])
+        text = "\n".join([g["where"], *g["waits"]])
         assert g["role"] == "consumer"
-        assert "arrivals 1 of 1 (pending 0; this phase: warp=0 x1); tx-count 256 bytes pending" in text
+        assert re.search(r"arrivals 1 of 1 \(pending 0; this phase: warp=0 x1 at \S*ws_pipeline.cu:\d+\); tx-count 256 "
+                         r"bytes pending \(this phase's expect_tx: \d+ bytes at \S*ws_pipeline.cu:\d+\)", text), text
         assert f"ws_pipeline.cu:{line}" in text
 
 
@@ -441,7 +442,7 @@ def test_a_single_try_wait_times_out_and_a_wait_loop_deadlocks(errs):
         errs.get_function("lone_wait")((1,), (32,), (out,))
     assert (out.get() == 0).all()  # every lane's single try_wait returned false
     msg = str(info.value)
-    assert "arrivals 1 of 2 (pending 1; this phase: warp=0 x1)" in msg and "errs.cu" in msg
+    assert re.search(r"arrivals 1 of 2 \(pending 1; this phase: warp=0 x1 at \S*errs.cu:\d+\)", msg), msg
 
 
 def test_clusters_of_more_than_one_cta_are_not_modelled(errs):

@@ -436,7 +436,11 @@ def test_the_run_survives_children_that_die(tmp_path):
     rec = V.load_record(tmp_path / "tma_probes.npz")
     assert rec["load/count"] == 8 and rec["load/error"][2].startswith("child exited 7")
     assert rec["load/rc"][2] == -1 and rec["load/rc"][3] == 0
-    assert V.case_slice(rec, "load", "input", 3).size == rec["load/buf_bytes"][3]
+    # the record keeps per-case inputs and outputs as sha256 (the inputs regenerate from the seed)
+    assert "load/input" not in rec and rec["load/input_sha"].shape == (8, 32)
+    c3 = V.case_from_record(V.record_case(rec, "load", 3), 3)
+    assert np.array_equal(rec["load/input_sha"][3], V.sha_bytes(V._case_inputs(0, c3)[0]))
+    assert not rec["load/input_sha"][2].any()  # a case whose child died has no input
     assert rec["encode/bytes"].shape[1] == 128 and "cubin/probe" in rec
 
 
@@ -465,21 +469,33 @@ def test_the_h100_record_agrees_with_the_box_model():
                 continue
             c = V.case_from_record(got, i)
             tm = c.tensor_map(0x7F00_0000_0000)
+            if c.interleave:
+                continue  # not modelled (in run 3 ten interleaved loads and two reductions hit illegal addresses)
             if err:
+                if "misaligned address" in err:  # run 3: a shared box 16- or 64-aligned, not 128 (the model faults)
+                    assert c.dst_off % T.SHARED_ALIGN, (phase, i, err)
+                    continue
                 load_stop = c.op == "store" and T.illegal_start(tm, c.coords[:c.rank], False)
                 store_stop = T.illegal_start(tm, c.store_coords[:c.rank], True)
                 unsupported = c.op != "store" and c.dtype not in {int(d) for d in T.REDUCE_TYPES[c.op]}
                 assert "illegal instruction" in err and (load_stop or store_stop or unsupported), (phase, i, err)
                 continue
-            if c.interleave:
-                continue
             base = int(got["load_info"][0, 3]) if c.op == "store" else int(got["store_info"][0, 2])
-            msgs = V.compare_case(got, V.expected_case(0, c, int(got["gaddr"]), base))
-            assert not msgs, (phase, i, c, msgs)
+            if "store_out_sha" in got:  # the record keeps the GPU's bytes as digests
+                want = V.expected_digests(0, c, int(got["gaddr"]), base)
+                bad = [k for k, v in want.items() if not np.array_equal(got[k], v)]
+                assert want and not bad, (phase, i, c, bad)
+            else:
+                msgs = V.compare_case(got, V.expected_case(0, c, int(got["gaddr"]), base))
+                assert not msgs, (phase, i, c, msgs)
+
+
+#: the non-interleaved load/store and reduction cases of the probe-version-2 record that ran on the H100
+REPLAYED_CASES = 400
 
 
 @NO_RECORD
-def test_replay_of_the_h100_record(monkeypatch):
+def test_replay_of_the_h100_record():
     """The recorded cubin's kernels in the interpreter on the recorded inputs, against the GPU's outputs; the
     recorded encodings against flashsim's checks (and, once derived, TensorMap.from_bytes)."""
     rec = V.load_record()
@@ -489,18 +505,11 @@ def test_replay_of_the_h100_record(monkeypatch):
                     f"record it again with version {V.PROBE_VERSION}")
     seed = int(json.loads(V.TRACE_JSON.read_text())["seed"]) if V.TRACE_JSON.exists() else 0
     b = V.build(bytes(rec["cubin/probe"]))
-    # encodings: the documented rules against the driver's verdicts
-    rc, valid = rec["encode/rc"], rec["encode/doc_valid"]
-    mism = np.nonzero((rc == 0) != valid)[0]
-    labels = sorted({f"{rec['encode/group'][i]}/{rec['encode/label'][i]}" for i in mism})
-    assert not labels, f"the driver and flashsim's checks disagree on {len(mism)} calls: {labels[:20]}"
-    # data movement: the GPU's map bytes mean the case's fields (until from_bytes is derived, a lookup by
-    # the recorded bytes; the interpreter's buffer has its own address)
-    try:
-        TensorMap.from_bytes(bytes(rec["load/map"][0]))
-        derived = True
-    except NotImplementedError:
-        derived = False
+    # the encodings (flashsim.sass.cutensormap against every driver call) are tests/test_cutensormap.py's
+    assert rec["encode/rc"].size == 14670
+    # data movement: the GPU's map bytes mean the case's fields (TensorMap.from_bytes); the interpreter's
+    # buffer has its own address, so the map is re-encoded there
+    replayed = 0
     for phase in ("load", "reduce"):
         n = int(rec[f"{phase}/count"])
         for i in range(n):
@@ -509,16 +518,24 @@ def test_replay_of_the_h100_record(monkeypatch):
                 continue
             c = V.case_from_record(got, i)
             if c.interleave:
-                continue
+                continue  # interleaved maps are not modelled (NotImplementedError)
+            tm = TensorMap.from_bytes(bytes(got["map"]))
+            assert tm == c.tensor_map(int(got["gaddr"])), f"{phase} case {i}: the GPU's map bytes give {tm}"
 
             class Relocating(V.InterpDriver):
-                def encode_tiled(self, ec):
-                    tm = (TensorMap.from_bytes(bytes(got["map"])) if derived else c.tensor_map(int(got["gaddr"])))
-                    assert tm == c.tensor_map(int(got["gaddr"])), f"{phase} case {i}: from_bytes gives {tm}"
-                    return 0, _provisional_to_bytes(tm.replace(global_address=ec.addr))
+                def encode_tiled(self, ec, tm=tm):
+                    return 0, tm.replace(global_address=ec.addr).to_bytes()
 
-            monkeypatch.setattr(TensorMap, "from_bytes", classmethod(lambda cls, raw: _provisional_from_bytes(raw)))
             mine = V.run_case(seed, c, b, driver=Relocating())
-            for k in ("load_dump", "load_same", "store_out", "store_same"):
-                if k in got:
-                    assert np.array_equal(mine[k], got[k]), f"{phase} case {i} ({c.note}): {k} differs from the H100"
+            if "store_out_sha" in got:  # digests: bit for bit without the bytes
+                for k, v in V.digest_case(mine).items():
+                    if k in ("input_sha", "store_src_sha"):
+                        assert np.array_equal(v, got[k]), f"{phase} case {i}: {k}: the inputs did not regenerate"
+                    elif k in got:
+                        assert np.array_equal(v, got[k]), f"{phase} case {i} ({c.note}): {k[:-4]} differs from the H100"
+            else:
+                for k in ("load_dump", "load_same", "store_out", "store_same"):
+                    if k in got:
+                        assert np.array_equal(mine[k], got[k]), f"{phase} case {i} ({c.note}): {k} differs from the H100"
+            replayed += 1
+    assert replayed >= REPLAYED_CASES, replayed

@@ -279,8 +279,8 @@ def _arg_bytes(a: Any, size: int, i: int, kernel: str, sig: str) -> bytes:
         if size != 8:
             raise LaunchError(f"{where}: a device array is an 8-byte pointer, the parameter has {size} bytes")
         return np.uint64(a.data.ptr).tobytes()
-    if isinstance(a, np.ndarray) and a.dtype.names is not None and a.size == 1:
-        a = a.reshape(())[()]
+    if isinstance(a, np.ndarray) and a.dtype.kind == "V" and a.size == 1:
+        a = a.reshape(())[()]  # a struct passed by value: structured, or raw bytes (numpy.dtype((numpy.void, n)))
     if isinstance(a, np.void):
         raw = a.tobytes()
         if len(raw) != size:

@@ -50,14 +50,24 @@ class BarrierHistory:
     """What happened to one mbarrier: completed phases, arrivals per warp this phase and ever (for the
     wait-for graph: who arrived, who could still arrive)."""
 
-    __slots__ = ("count", "phases", "now", "ever", "tx_by")
+    __slots__ = ("count", "phases", "now", "ever", "tx_by", "init_pc", "sites", "tx_sites", "late")
 
-    def __init__(self, count: int = 0):
+    def __init__(self, count: int = 0, init_pc: int = -1):
         self.count = count  # the arrival count of the init
         self.phases = 0  # phases completed since the init
         self.now: dict[int, int] = {}  # warp -> arrivals in the current phase
         self.ever: set[int] = set()  # warps that arrived in some phase
         self.tx_by: set[int] = set()  # warps that announced transactions (expect_tx) or issued bulk copies
+        self.init_pc = init_pc  # the mbarrier.init's PC
+        self.sites: dict[int, int] = {}  # warp -> PC of its arrivals in the current phase
+        self.tx_sites: dict[int, int] = {}  # PC -> bytes announced there (expect_tx) in the current phase
+        self.late = 0  # copies that landed after the phase they were issued in had completed
+
+    def new_phase(self) -> None:
+        self.phases += 1
+        self.now = {}
+        self.sites = {}
+        self.tx_sites = {}
 
 
 class AsyncState:
@@ -85,6 +95,7 @@ class AsyncState:
         # fence.proxy.async / fence.mbarrier_init log: per CTA the number of async-proxy fences, and the
         # (step, cta, warp, pc, kind) records (a later hazard checker orders generic- and async-proxy
         # accesses with them)
+        self.protocol: list[dict] = []  # protocol findings: kind, cta, warp, pcs, message (checking reports them)
         self.fences = np.zeros(A, np.int64)
         self.fence_log: list[tuple] = []
         self.inited = np.zeros((A, max(1, m.smem.size // 8)), bool)  # 8-byte words initialised as mbarriers
@@ -155,7 +166,8 @@ class AsyncState:
         return ""
 
     # ------------------------------------------------------------------------------------ updates
-    def exchange(self, m, a: np.ndarray, w: np.ndarray, addr: np.ndarray, value: np.ndarray) -> np.ndarray:
+    def exchange(self, m, a: np.ndarray, w: np.ndarray, addr: np.ndarray, value: np.ndarray,
+                 pc: int = -1) -> np.ndarray:
         """SYNCS.EXCH.64 by warps (a, w) in order: each stores its 64-bit ``value`` (an mbarrier.init) and
         gets the old word. The barriers count as initialised from now on, with a fresh history."""
         words = self.words(m)
@@ -165,7 +177,7 @@ class AsyncState:
             old[i] = words[a[i], k]
             words[a[i], k] = value[i]
             self.inited[a[i], k] = True
-            self.bars[(int(a[i]), int(addr[i]))] = BarrierHistory(int(mb.fields(value[i])["expected"]))
+            self.bars[(int(a[i]), int(addr[i]))] = BarrierHistory(int(mb.fields(value[i])["expected"]), pc)
             if m.smem.clocks is not None:
                 m.smem.clocks.mbar_forget(int(a[i]), int(addr[i]))
             self.log(m, int(a[i]), int(w[i]), -1, "init", int(addr[i]), 0,
@@ -216,11 +228,13 @@ class AsyncState:
                 wv = int(groups[2, g])
                 if gcount[g]:
                     h.now[wv] = h.now.get(wv, 0) + int(gcount[g])
+                    h.sites[wv] = ins.pc
                     h.ever.add(wv)
                     if clocks is not None:  # an arrival releases (PTX ISA: mbarrier.arrive has .release semantics)
                         clocks.mbar_release(ca, cad, clocks.release(ca, wv))
                 if gtx[g] > 0:
                     h.tx_by.add(wv)
+                    h.tx_sites[ins.pc] = h.tx_sites.get(ins.pc, 0) + int(gtx[g])
                 if self.recording(m):
                     kind = "arrive" if gcount[g] else "expect_tx" if gtx[g] > 0 else "complete_tx"
                     self.log(m, ca, wv, ins.pc, kind, cad, h.phases,
@@ -228,8 +242,7 @@ class AsyncState:
                 if done[j]:
                     if clocks is not None:
                         clocks.mbar_phase_completed(ca, cad, int(mb.fields(cur[j])["phase"]))
-                    h.phases += 1
-                    h.now = {}
+                    h.new_phase()
                     self.log(m, ca, wv, ins.pc, "phase", cad, h.phases, "")
             pending = pending[~first]
         old[:] = gold[inv]
@@ -324,12 +337,15 @@ class AsyncState:
     def issue_copy(self, m, a: int, w: int, dst: int, mbar: int, data: np.ndarray, pc: int,
                    addrs: np.ndarray | None = None) -> None:
         """A bulk copy global -> shared whose bytes (read now) land later, then complete-tx on ``mbar``."""
-        if self.rng is None:
+        pol = m.options.schedule_policy
+        if pol is not None and pol.copy_delay is not None:
+            delay = pol.copy_delay
+        elif self.rng is None:
             delay = ASYNC_DELAY
         else:
             delay = int(self.rng.integers(0, 4 * ASYNC_DELAY + 1))
         self.copies.append({"a": a, "w": w, "dst": dst, "mbar": mbar, "data": data, "due": m.steps + delay,
-                            "pc": pc})
+                            "pc": pc, "phase": self.history(a, mbar).phases})
         if addrs is not None:
             self.copies[-1]["addrs"] = np.asarray(addrs, np.int64)
         clocks = m.smem.clocks
@@ -390,13 +406,14 @@ class AsyncState:
             old_phase = int(mb.fields(words[a, k])["phase"])
             words[a, k] = new
             h = self.history(a, c["mbar"])
+            if c.get("phase", h.phases) != h.phases:
+                self._late_copy(m, a, c, h)
             self.log(m, a, c["w"], -1, "land", c["mbar"], h.phases,
                      f"{len(data)} bytes, complete_tx {c.get('tx', len(data))} (issued at pc={c['pc']:#06x})")
             if bool(done):
                 if clocks is not None:
                     clocks.mbar_phase_completed(a, c["mbar"], old_phase)
-                h.phases += 1
-                h.now = {}
+                h.new_phase()
                 self.log(m, a, c["w"], -1, "phase", c["mbar"], h.phases, "completed by a copy's complete_tx")
         self.changed(m)
         return True
@@ -508,11 +525,14 @@ class AsyncState:
                 f = {k: int(v) for k, v in mb.fields(word).items()}
                 h = self.history(a, addr)
                 arrived = f["expected"] - f["pending"]
-                who = ", ".join(f"{location(warp=x)} x{n}" for x, n in sorted(h.now.items())) or "none"
+                who = ", ".join(f"{location(warp=x)} x{n}" + (f" at {m.program.source_line(h.sites[x])}"
+                                                               if x in h.sites else "")
+                                for x, n in sorted(h.now.items())) or "none"
                 out.append(
                     f"{self.barrier_name(a, addr)}: waits for the phase of parity {parity} to complete (phase "
                     f"#{h.phases}, parity {f['phase']}, is current); arrivals {arrived} of {f['expected']} "
-                    f"(pending {f['pending']}; this phase: {who}); tx-count {f['tx']} bytes pending")
+                    f"(pending {f['pending']}; this phase: {who}); tx-count {f['tx']} bytes pending"
+                    + self._tx_note(m, h) + self._init_note(m, h))
                 could, never = [], []
                 for x in range(m.W):
                     st = m.st[a, x]
@@ -531,10 +551,64 @@ class AsyncState:
                 if never and not could:
                     line += f"; live warps that never arrived on it: {', '.join(never)}"
                 out.append(line)
-                firsts = sorted({int(p) for p in self.first_pc[a, w][at] if p >= 0 and p not in m.pc[a, w][at]})
-                if firsts:
-                    out.append("its wait loop began at " + ", ".join(m.program.describe_site(p) for p in firsts))
         return out
+
+    @staticmethod
+    def _tx_note(m, h: BarrierHistory) -> str:
+        if not h.tx_sites:
+            return ""
+        return " (this phase's expect_tx: " + ", ".join(f"{n} bytes at {m.program.source_line(pc)}"
+                                                        for pc, n in sorted(h.tx_sites.items())) + ")"
+
+    @staticmethod
+    def _init_note(m, h: BarrierHistory) -> str:
+        return f"; initialised with count {h.count} at {m.program.source_line(h.init_pc)}" if h.init_pc >= 0 else ""
+
+    # ------------------------------------------------------------------------------------ protocol checks
+    def _late_copy(self, m, a: int, c: dict, h: BarrierHistory) -> None:
+        """A bulk copy landed after the phase it was issued in had completed: that phase's expect_tx announced
+        fewer bytes than its copies bring (the surplus complete_tx counts toward a later phase)."""
+        h.late += 1
+        if h.late > 1:
+            return
+        name = self.barrier_name(a, c["mbar"])
+        self.protocol.append({
+            "kind": "expect_tx", "cta": int(m.cta_ids[a]), "warp": int(c["w"]), "pcs": [int(c["pc"])],
+            "message": f"{name}: a bulk copy of {len(c['data'])} bytes issued at {m.program.source_line(c['pc'])} "
+                       f"during phase #{c['phase']} landed after that phase completed, in phase #{h.phases}: the "
+                       "phase's expect_tx announced fewer bytes than its copies bring (the surplus complete_tx "
+                       "counts toward a later phase)" + self._init_note(m, h)})
+
+    def at_exit(self, m) -> None:
+        """The end-of-kernel protocol checks, once every warp of the batch has exited: mbarriers left in a phase
+        that has arrivals or transaction bytes pending part-way (an init count above the arrivals, an expect_tx
+        unlike the copies), and bulk copies still in flight."""
+        words = self.words(m)
+        for (a, addr), h in sorted(self.bars.items()):
+            if not self.inited[a, addr >> 3]:
+                continue
+            f = {k: int(v) for k, v in mb.fields(words[a, addr >> 3]).items()}
+            arrived = f["expected"] - f["pending"]
+            base = {"cta": int(m.cta_ids[a]), "warp": -1}
+            name = self.barrier_name(a, addr)
+            if arrived:
+                who = ", ".join(f"{location(warp=x)} x{n} at {m.program.source_line(h.sites[x])}"
+                                for x, n in sorted(h.now.items()) if x in h.sites)
+                self.protocol.append({**base, "kind": "arrival_count", "pcs": sorted(set(h.sites.values())),
+                                      "message": f"{name}: the kernel ended with phase #{h.phases} holding {arrived} "
+                                                 f"of its {f['expected']} arrivals ({who}){self._init_note(m, h)}: the "
+                                                 "init count and the arrivals per phase differ"})
+            if f["tx"]:
+                self.protocol.append({**base, "kind": "expect_tx", "pcs": sorted(h.tx_sites),
+                                      "message": f"{name}: the kernel ended with a tx-count of {f['tx']} bytes in phase "
+                                                 f"#{h.phases}{self._tx_note(m, h)}: expect_tx and the bytes of the "
+                                                 "copies differ"})
+        for c in self.copies:
+            self.protocol.append({"cta": int(m.cta_ids[c["a"]]), "warp": int(c["w"]), "kind": "copy_in_flight",
+                                  "pcs": [int(c["pc"])],
+                                  "message": f"a bulk copy of {len(c['data'])} bytes issued at "
+                                             f"{m.program.source_line(c['pc'])} had not landed when its CTA exited "
+                                             "(nothing waited on its mbarrier)"})
 
     def _where_blocked(self, m, a: int, w: int) -> str:
         st = m.st[a, w]

@@ -112,10 +112,18 @@ class Access:
     ctaid: tuple[int, int, int]
     warp: int
     lane: int
+    inlined: tuple = ()  # ((file, line), ...): the call sites when the instruction is inlined code, outermost last
 
     @property
     def location(self) -> str:
-        return f"{self.file}:{self.line}" if self.line is not None else "(no line info)"
+        if self.line is None:
+            return "(no line info)"
+        return f"{self.file}:{self.line}" + "".join(f" inlined at {f}:{n}" for f, n in self.inlined)
+
+    @property
+    def lines(self) -> tuple[tuple[str, int], ...]:
+        """(file, line) of the instruction, then of each call site it is inlined into."""
+        return (((self.file, self.line),) if self.line is not None else ()) + tuple(self.inlined)
 
     def __str__(self) -> str:
         return (f"{self.op} at pc={self.pc:#06x} `{self.sass}` {self.location} "
@@ -145,6 +153,27 @@ class RaceSite:
                else "ordered, but the writing warp executed no fence.proxy.async in between" if "fence" in self.kind
                else "with no synchronisation ordering them")
         return f"{self.kind} hazard at shared addr={self.addr:#x}: {self.first}, then {self.second}, {why}"
+
+
+@dataclass(frozen=True)
+class ProtocolIssue:
+    """An mbarrier / bulk-copy protocol finding (with ``races``): ``kind`` 'arrival_count' (a phase left
+    part-way at exit), 'expect_tx' (announced bytes unlike the copies: a copy landing after its phase completed,
+    or a tx-count left at exit), 'copy_in_flight' (a bulk copy nobody waited for when its CTA exited). ``sites``:
+    the instructions involved (arrivals, expect_tx, copies) as Accesses."""
+
+    kind: str
+    message: str
+    cta: int
+    warp: int
+    sites: tuple = ()
+
+    @property
+    def lines(self) -> set:
+        return {ln for a in self.sites for ln in a.lines}
+
+    def __str__(self) -> str:
+        return f"{self.kind} (cta={self.cta}): {self.message}"
 
 
 @dataclass(frozen=True)
@@ -212,6 +241,7 @@ class Report:
     race_count: int = 0
     uninitialized: list = field(default_factory=list)
     uninit_count: int = 0
+    protocol: list = field(default_factory=list)  # ProtocolIssue (with ``races``)
     # a global byte range [lo, hi) whose stores are recorded in ``writes`` (who wrote an output element)
     watch_global: tuple | None = None
     tracer: object = field(default=None, repr=False)  # a flashsim.sass.tracing.Tracer, or None
@@ -287,8 +317,8 @@ class Report:
 
     @property
     def clean(self) -> bool:
-        """No race and no uninitialised read was seen."""
-        return self.race_count == 0 and self.uninit_count == 0
+        """No race, no mbarrier protocol finding and no uninitialised read was seen."""
+        return self.race_count == 0 and self.uninit_count == 0 and not self.protocol
 
     def race_pairs(self) -> set:
         """The unordered PC pairs (with kernel) of every listed race: the verdict, whatever the interleaving."""
@@ -304,6 +334,8 @@ class Report:
             "races": [dict(kind=r.kind, addr=r.addr, first=asdict(r.first), second=asdict(r.second))
                       for r in self.race_sites] if self.races else None,
             "race_count": self.race_count if self.races else None,
+            "protocol": [dict(kind=p.kind, message=p.message, cta=p.cta, warp=p.warp,
+                              sites=[asdict(a) for a in p.sites]) for p in self.protocol] if self.races else None,
             "uninitialized": [dict(space=u.space, addr=u.addr, nbytes=u.nbytes, access=asdict(u.access))
                               for u in self.uninitialized] if self.initcheck else None,
             "uninit_count": self.uninit_count if self.initcheck else None,
@@ -354,6 +386,9 @@ class Report:
                     out.append(f"  {r.kind}: {counts[key]}x, e.g. addr={r.addr:#x}")
                     out.append(f"    first:  {r.first}")
                     out.append(f"    second: {r.second}")
+            out.append("")
+            out.append("mbarrier protocol: " + ("no finding" if not self.protocol else f"{len(self.protocol)} findings"))
+            out.extend(f"  {p}" for p in self.protocol[:top])
         if self.initcheck:
             out.append("")
             if not self.uninit_count:
@@ -427,7 +462,8 @@ class Report:
         pc = int(tag, 16) if isinstance(tag, str) and tag.startswith("0x") else -1
         ins = prog.instructions.get(pc)
         sass, f, ln = _where(ins)
-        return Access(name, op, pc, sass, f, ln, int(machine.cta_ids[c]), machine.cta_coords(c), int(w), int(l))
+        return Access(name, op, pc, sass, f, ln, int(machine.cta_ids[c]), machine.cta_coords(c), int(w), int(l),
+                      prog.inline_chain(pc) if ins is not None else ())
 
     def _add_uninit(self, u: UninitRead) -> None:
         self.uninit_count += 1
@@ -535,6 +571,15 @@ class _LaunchProbe:
                 s = rep._access(self.name, self.program, m, r.second.cta, r.second.warp, r.second.lane, r.second.tag,
                                 r.second.op)
                 rep.race_sites.append(RaceSite(r.kind, r.addr, f, s))
+        sync = getattr(m, "sync", None)
+        if rep.races and sync is not None:
+            for p in sync.protocol:
+                if len(rep.protocol) >= rep.max_records:
+                    break
+                a = int(np.nonzero(m.cta_ids == p["cta"])[0][0])
+                sites = tuple(rep._access(self.name, self.program, m, a, max(p["warp"], 0), 0, f"{pc:#06x}", p["kind"])
+                              for pc in p["pcs"])
+                rep.protocol.append(ProtocolIssue(p["kind"], p["message"], p["cta"], p["warp"], sites))
         if rep.initcheck:
             for (c, w, l, a, n, tag) in sm.uninit:
                 rep._add_uninit(UninitRead("shared", a, n, rep._access(self.name, self.program, m, c, w, l, tag, "read")))
@@ -558,6 +603,7 @@ class _LaunchProbe:
         rep.race_count += part.race_count
         rep.race_sites.extend(part.race_sites[:max(0, rep.max_records - len(rep.race_sites))])
         rep.uninit_count += part.uninit_count
+        rep.protocol.extend(part.protocol[:max(0, rep.max_records - len(rep.protocol))])
         rep.event_count += part.event_count
         rep.events.extend(part.events[:max(0, MAX_EVENTS - len(rep.events))])
         rep.uninitialized.extend(part.uninitialized[:max(0, rep.max_records - len(rep.uninitialized))])

@@ -33,7 +33,8 @@ import numpy as np
 from flashsim.errors import FlashsimError, SimulatedFault, location
 from flashsim.sass.isa import PT, Instr
 
-__all__ = ["BarrierDeadlock", "ExecOptions", "Machine", "StepBudgetExceeded", "fault", "lane_bits", "lanes_of"]
+__all__ = ["BarrierDeadlock", "ExecOptions", "Machine", "SchedulePolicy", "StepBudgetExceeded", "fault", "lane_bits", "lanes_of",
+           "warps_of"]
 
 RUN, EXITED, WAIT, BAR, NONE, PARK = 0, 1, 2, 3, 4, 5
 POLL_MASK = 1023  # Machine.poll runs every 1024 scheduling steps
@@ -52,12 +53,39 @@ class BarrierDeadlock(FlashsimError):
 
 
 @dataclass(frozen=True)
+class SchedulePolicy:
+    """An adversarial schedule: which warps the scheduler favours or holds back, and when bulk copies land.
+
+    ``first``: warps (indices within the CTA) that step whenever one of their lanes can run; ``delay``: warps
+    held back while any other lane can run, for the first ``delay_steps`` scheduling steps of each CTA batch;
+    ``copy_delay``: scheduling steps between issuing a bulk copy and its landing (None: the default, or the
+    seed's choice; a huge value lands copies only when nothing else can run). The forward-progress rule
+    (``ExecOptions.starve_steps``) still holds, as on the device."""
+
+    name: str
+    first: tuple[int, ...] = ()
+    delay: tuple[int, ...] = ()
+    delay_steps: int = 0
+    copy_delay: int | None = None
+
+    def __post_init__(self):
+        for f in ("first", "delay"):
+            v = tuple(getattr(self, f))
+            if any(not isinstance(x, (int, np.integer)) or isinstance(x, bool) or x < 0 for x in v):
+                raise ValueError(f"SchedulePolicy {self.name!r}: {f}={v!r} must be warp indices (ints >= 0)")
+            object.__setattr__(self, f, tuple(int(x) for x in v))
+        if self.delay_steps < 0 or (self.copy_delay is not None and self.copy_delay < 0):
+            raise ValueError(f"SchedulePolicy {self.name!r}: delay_steps and copy_delay must be >= 0")
+
+
+@dataclass(frozen=True)
 class ExecOptions:
     """Run-time options of a launch."""
 
     max_steps: int = 50_000_000  # scheduling steps (one instruction for a group of warps) per CTA batch
     progress: object = None  # called as progress(ctas_done, ctas_total) after each batch of CTAs
     schedule_seed: int | None = None  # None: lowest PC first (deterministic); else a seeded random order
+    schedule_policy: SchedulePolicy | None = None  # favoured / held-back warps, copy landing (adversarial orders)
     ctas_per_batch: int = 256  # CTAs simulated together (memory grows with it)
     clock_step: int = 1  # SR_CLOCKLO advances by this per executed instruction (a deterministic clock)
     starve_steps: int = 256  # a runnable lane passed over for this many steps runs next (forward progress)
@@ -69,6 +97,15 @@ class ExecOptions:
 def lanes_of(m: "Machine", ex) -> np.ndarray:
     """The lanes an instruction acts on: ``ex`` (bools, (A, W, 32)), or every runnable lane when None."""
     return (m.st == RUN) if ex is None else np.asarray(ex, bool)
+
+
+def warps_of(m: "Machine", ex) -> np.ndarray:
+    """The warps a uniform instruction acts on: ``ex`` ((A, W) bools, or (A, W, 32) lanes: their warps), or
+    every warp with a runnable lane when None."""
+    if ex is None:
+        return (m.st == RUN).any(axis=2)
+    ex = np.asarray(ex, bool)
+    return ex.any(axis=2) if ex.ndim == 3 else ex
 
 
 def lane_bits(lanes: np.ndarray) -> np.ndarray:
@@ -85,11 +122,13 @@ def fault(kind: str, m: "Machine", ins: Instr, mask: np.ndarray, addr: np.ndarra
     where = f"pc={ins.pc:#06x} `{ins.text}`"
     if ins.line:
         where += f" at {ins.line[0]}:{ins.line[1]}"
+        where += "".join(f" inlined at {f}:{n}" for f, n in m.program.inline_chain(ins.pc))
     cta = m.cta_coords(a)
     msg = f"{detail}; " if detail else ""
     exc = SimulatedFault(kind, cta=int(m.cta_ids[a]), warp=w, lane=l, addr=ad & 0xFFFFFFFFFFFFFFFF,
                          detail=f"{msg}ctaid={cta}, {where}")
     exc.pc, exc.sass, exc.line = ins.pc, ins.text, ins.line
+    exc.inlined = m.program.inline_chain(ins.pc)
     return exc
 
 
@@ -159,8 +198,15 @@ class Machine:
         self.together = True
         self.cur = 0
         self._rng = None if self.options.schedule_seed is None else np.random.default_rng(self.options.schedule_seed)
+        pol = self.options.schedule_policy
+        self._policy = pol
+        if pol is not None:
+            warps = np.arange(W)
+            self._pol_first = np.isin(warps, pol.first)[None, :, None]
+            self._pol_delay = np.isin(warps, pol.delay)[None, :, None]
         self._live_warps = int((self.st != NONE).any(axis=2).sum())
         self._waited = None  # per lane: scheduling steps since it last ran (while lanes run apart)
+        self._gated = None  # lanes held at a warpgroup-collective instruction for their warpgroup (see _pick)
         self.poll = None  # called every 1024 scheduling steps (POLL_MASK): a worker looks for a cancelled run
         self.sync = None  # flashsim.sass.asyncstate.AsyncState, made by the first Hopper synchronisation
         self.gmma = None  # flashsim.sass.ops_gmma.WgmmaState, made by the first HGMMA / QGMMA
@@ -187,6 +233,12 @@ class Machine:
 
     # ------------------------------------------------------------------------------------ the loop
     def run(self) -> None:
+        """Run every CTA of the batch to its end, then the end-of-kernel mbarrier / bulk-copy checks."""
+        self._run()
+        if self.sync is not None:
+            self.sync.at_exit(self)
+
+    def _run(self) -> None:
         prog = self.program
         code = prog.compiled
         hits = prog.hits
@@ -241,9 +293,34 @@ class Machine:
             elif nxt == "stop":
                 return
 
+    def _warpgroup_gate(self, run: np.ndarray) -> np.ndarray:
+        """``run`` without the lanes at a warpgroup-collective instruction (HGMMA / QGMMA: wgmma.mma_async is
+        .sync.aligned over the warpgroup) whose warpgroup is not all there: each of its four warps must have
+        runnable lanes at that PC. Gated warps wait (``self._gated``); one whose partner never comes shows in
+        the deadlock report."""
+        self._gated = None
+        coll = self.program.warpgroup_pcs
+        if not coll.size:
+            return run
+        at = run & np.isin(self.pc, coll)
+        if not at.any():
+            return run
+        out = run.copy()
+        gated = np.zeros_like(run)
+        for a, w in {(int(x), int(y)) for x, y in zip(*np.nonzero(at.any(axis=2)))}:
+            wg = range(w - w % 4, min(w - w % 4 + 4, self.W))
+            pc = int(self.pc[a, w][at[a, w]][0])
+            if all(((self.pc[a, x] == pc) & run[a, x]).any() for x in wg) and len(wg) == 4:
+                continue
+            gated[a, w] = at[a, w] & (self.pc[a, w] == pc)
+        if gated.any():
+            out &= ~gated
+            self._gated = gated
+        return out
+
     def _pick(self):
         """The next (pc, active lanes), or None when every lane has exited."""
-        run = self.st == RUN
+        run = self._warpgroup_gate(self.st == RUN)
         if not run.any():
             if (self.st == EXITED).sum() + (self.st == NONE).sum() == self.st.size:
                 return None
@@ -252,7 +329,8 @@ class Machine:
             if self.sync is not None and self.sync.stall(self):
                 return self._pick()
             self._deadlock()
-        pcs = np.where(run, self.pc, _BIG)
+        pick = run if self._policy is None else self._policy_lanes(run)
+        pcs = np.where(pick, self.pc, _BIG)
         if self._waited is None:
             self._waited = np.zeros(self.st.shape, np.int64)
         starved = np.where(run, self._waited, -1)
@@ -261,14 +339,15 @@ class Machine:
             # forward progress: a lane passed over this long (other lanes spinning in a loop at lower
             # PCs, waiting for it) runs next, as the device's scheduler guarantees eventually
             target = int(self.pc.reshape(-1)[int(np.argmax(starved))])
+            pick = run
         elif self._rng is None:
             target = int(pcs.min())
         else:
-            cand = np.unique(pcs[run])
+            cand = np.unique(pcs[pick])
             target = int(cand[self._rng.integers(len(cand))])
-        active = run & (self.pc == target)
-        if self._rng is not None and self.sync is not None:
-            active = self.sync.pick_warps(self, active)
+        active = pick & (self.pc == target)
+        if self._rng is not None and self.sync is not None and target not in self.program.warpgroup_pcs:
+            active = self.sync.pick_warps(self, active)  # (a warpgroup-collective instruction runs whole)
         self._waited += run
         self._waited[active] = 0
         if active.sum() == (self.st != NONE).sum() - (self.st == EXITED).sum():
@@ -278,6 +357,19 @@ class Machine:
             self._live_warps = int(((self.st != EXITED) & (self.st != NONE)).any(axis=2).sum())
             return target, None
         return target, active
+
+    def _policy_lanes(self, run: np.ndarray) -> np.ndarray:
+        """The runnable lanes a SchedulePolicy lets step now: its favoured warps' if any can run; then none of
+        its held-back warps' while they are held and other lanes can run."""
+        pol = self._policy
+        fav = run & self._pol_first
+        if fav.any():
+            run = fav
+        if pol.delay_steps and self.steps < pol.delay_steps:
+            free = run & ~self._pol_delay
+            if free.any():
+                run = free
+        return run
 
     def leave_together(self) -> None:
         """Materialise the lock-step PC into the per-lane PC array (before lanes go separate ways)."""
@@ -316,11 +408,12 @@ class Machine:
         lines = []
         graph = []
         blocked = (self.st == WAIT) | (self.st == BAR) | (self.st == PARK)
+        if getattr(self, "_gated", None) is not None:
+            blocked = blocked | self._gated
         for a, w in sorted({(int(a), int(w)) for a, w, _ in np.argwhere(blocked)}):
             st = self.st[a, w]
             pcs = sorted({int(p) for p in self.pc[a, w][blocked[a, w]]})
-            where = ", ".join((self.program.describe_site(p) if self.sync is not None else self.program.describe(p))
-                              for p in pcs)
+            where = ", ".join(self._wait_site(a, w, p) for p in pcs)
             exited = int((st == EXITED).sum())
             role = self.sync.role_of(a, w) if self.sync is not None else ""
             role = f" ({role})" if role else ""
@@ -340,11 +433,41 @@ class Machine:
         exc.graph = graph
         raise exc
 
+    def _wait_site(self, a: int, w: int, pc: int) -> str:
+        """Where the lanes of warp (a, w) blocked at ``pc`` wait, in source terms. An mbarrier wait that
+        failed once retries in ptxas's retry block at the end of the kernel, whose line-table entry names
+        whichever wait the block was placed after: the site is the wait the loop began at."""
+        if self.sync is None:
+            return self.program.describe(pc)
+        at = self.pc[a, w] == pc
+        firsts = sorted({int(p) for p in self.sync.first_pc[a, w][at & (self.st[a, w] == PARK)] if 0 <= p != pc})
+        if not firsts:
+            return self.program.describe_site(pc)
+        return (", ".join(self.program.describe_site(p) for p in firsts)
+                + f" (parked in its retry loop at pc={pc:#06x})")
+
     def _waits_of(self, a: int, w: int) -> list[str]:
         """What warp (a, w) waits for: named / CTA barriers (arrivals so far and expected, who else is there),
         mbarriers and the register pool (flashsim.sass.asyncstate)."""
         out = []
         st = self.st[a, w]
+        gated = getattr(self, "_gated", None)
+        if gated is not None and gated[a, w].any():
+            pc = int(self.pc[a, w][gated[a, w]][0])
+            lo = w - w % 4
+            others = []
+            for x in range(lo, min(lo + 4, self.W)):
+                if x == w or ((self.pc[a, x] == pc) & (self.st[a, x] == RUN)).any():
+                    continue
+                xs = self.st[a, x]
+                if ((xs == EXITED) | (xs == NONE)).all():
+                    others.append(f"warp={x} (exited)")
+                else:
+                    live = (xs != EXITED) & (xs != NONE)
+                    others.append(f"warp={x} (at " + ", ".join(self._wait_site(a, x, int(p)) for p in
+                                                               sorted({int(q) for q in self.pc[a, x][live]})) + ")")
+            out.append(f"wgmma.mma_async is warpgroup-collective (.sync.aligned): the warpgroup of warps "
+                       f"{lo}..{lo + 3} must reach pc={pc:#06x} together; missing: {', '.join(others)}")
         if (st == BAR).any():
             for (ba, b), (arrived, need, waiting, _) in sorted(self.bar_count.items()):
                 if ba != a or w not in waiting:

@@ -616,7 +616,7 @@ class WgmmaState:
     def _access(self, m, ins, a: int, w: int, lane: int, op: str) -> Access:
         f, ln = ins.line if ins.line else ("", None)
         return Access(self.probe.name, op, ins.pc, ins.text, f, ln, int(m.cta_ids[a]), m.cta_coords(a), int(w),
-                      int(lane))
+                      int(lane), m.program.inline_chain(ins.pc))
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from flashsim.sass.isa import PT, RZ, URZ
-from flashsim.sass.machine import RUN, fault, lanes_of
+from flashsim.sass.machine import RUN, fault, lanes_of, warps_of
 from flashsim.sass.ops_mem import _address
 from flashsim.sass.program import Ctx, semantic
 
@@ -116,7 +116,7 @@ def _exch(ctx: Ctx):
         v = np.broadcast_to(np.asarray(value(m), np.uint64), lanes.shape)
         if m.smem.written is not None:
             m.smem.on_atomic(ad, 8, lanes, f"{ins.pc:#06x}", reads=False)
-        S.exchange(m, a[first], w[first], ad[a[first], w[first], l[first]], v[a[first], w[first], l[first]])
+        S.exchange(m, a[first], w[first], ad[a[first], w[first], l[first]], v[a[first], w[first], l[first]], ins.pc)
     return run
 
 
@@ -288,7 +288,7 @@ def ublkcp(ctx: Ctx):
         return (raw & 0xFFFF) * 16
 
     def run(m, ex):
-        warps = np.asarray(ex, bool) if ex is not None else (m.st == RUN).any(axis=2)
+        warps = warps_of(m, ex)
         if not warps.any():
             return
         S = m.async_state()
@@ -366,7 +366,7 @@ def utmacmdflush(ctx: Ctx):
     def run(m, ex):
         clocks = m.smem.clocks
         if clocks is not None:
-            for a, w in zip(*np.nonzero(lanes_of(m, ex).any(axis=2))):
+            for a, w in zip(*np.nonzero(warps_of(m, ex))):
                 clocks.commit_stores(int(a), int(w))
     return run
 

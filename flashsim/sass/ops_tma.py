@@ -47,7 +47,7 @@ import numpy as np
 from flashsim.sass import tensormap as T
 from flashsim.sass.isa import RZ, URZ
 from flashsim.sass.launch import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
-from flashsim.sass.machine import RUN, fault
+from flashsim.sass.machine import RUN, fault, warps_of
 from flashsim.sass.program import Ctx, semantic
 
 __all__ = ["MAP_ALIGN", "read_tensor_map"]
@@ -91,10 +91,6 @@ def _warp_mask(m, a: int, w: int) -> np.ndarray:
     if not mask.any():
         mask[a, w, 0] = True
     return mask
-
-
-def _warps(m, ex) -> np.ndarray:
-    return np.asarray(ex, bool) if ex is not None else (m.st == RUN).any(axis=2)
 
 
 def _u64(m, u: int, off: int, a: int, w: int) -> int:
@@ -215,7 +211,7 @@ def utmaldg(ctx: Ctx):
     ins = ctx.ins
 
     def run(m, ex):
-        warps = _warps(m, ex)
+        warps = warps_of(m, ex)
         if not warps.any():
             return
         S = m.async_state()
@@ -252,7 +248,7 @@ def _store_factory(ctx: Ctx, op: str | None):
     ins = ctx.ins
 
     def run(m, ex):
-        warps = _warps(m, ex)
+        warps = warps_of(m, ex)
         if not warps.any():
             return
         for a, w in zip(*np.nonzero(warps)):
@@ -311,7 +307,7 @@ def utmapf(ctx: Ctx):
     ins = ctx.ins
 
     def run(m, ex):
-        warps = _warps(m, ex)
+        warps = warps_of(m, ex)
         for a, w in zip(*np.nonzero(warps)):
             _tensor_map(m, ins, _warp_mask(m, int(a), int(w)), _u64(m, um, moff, int(a), int(w)), rank, False)
     return run

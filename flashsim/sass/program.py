@@ -290,6 +290,10 @@ class Program:
         self.instructions = {ins.pc: ins for ins in instructions}
         self.symbols = symbols
         self.cubin_sha256 = cubin_sha256  # the cubin it came from
+        # warpgroup-collective instructions (wgmma.mma_async .sync.aligned: HGMMA / QGMMA): a warp executes one
+        # only together with the other three warps of its warpgroup (flashsim.sass.machine gates them)
+        self.warpgroup_pcs = np.array(sorted(pc for pc, ins in self.instructions.items()
+                                             if ins.opcode in ("HGMMA", "QGMMA")), np.int64)
         self.compiled: dict[int, Callable] = {}
         # executions (scheduling steps) of the instruction at each PC, summed over every launch
         self.hits = np.zeros(max(ins.pc for ins in instructions) // 16 + 1 if instructions else 1, np.int64)
@@ -321,13 +325,25 @@ class Program:
     def describe_site(self, pc: int) -> str:
         """:meth:`describe`, plus the call sites when the instruction belongs to an inlined function (a
         wrapper in a header): ``... (mbarrier.cuh:121) inlined at ws_pipeline.cu:80``."""
-        text = self.describe(pc)
+        return self.describe(pc) + "".join(f" inlined at {f}:{n}" for f, n in self.inline_chain(pc))
+
+    def source_line(self, pc: int) -> str:
+        """``file:line`` of the kernel's own code that ``pc`` belongs to: the outermost call site of inlined
+        code, else the instruction's line; ``pc=0x...`` without line tables."""
+        chain = self.inline_chain(pc)
+        if chain:
+            return f"{chain[-1][0]}:{chain[-1][1]}"
+        ins = self.instructions.get(pc)
+        return f"{ins.line[0]}:{ins.line[1]}" if ins is not None and ins.line else f"pc={pc:#06x}"
+
+    def inline_chain(self, pc: int) -> tuple[tuple[str, int], ...]:
+        """The call sites of the inlined function ``pc`` belongs to, ((file, line), ...) outermost last; ()
+        for code of the kernel's own body (or a cubin without line tables)."""
         if self.cubin_sha256 is None:
-            return text
+            return ()
         from flashsim.sass.toolchain import inline_sites
 
-        chain = inline_sites(self.cubin_sha256).get(self.kernel.name, {}).get(pc, ())
-        return text + "".join(f" inlined at {f}:{n}" for f, n in chain)
+        return inline_sites(self.cubin_sha256).get(self.kernel.name, {}).get(pc, ())
 
     def _compile(self, ins: Instr):
         entry = SEMANTICS.get(ins.opcode)

@@ -162,15 +162,15 @@ extern "C" __global__ void __launch_bounds__(96) tma_pipeline(const __grid_const
 #else
                 mbar::arrive_expect_tx(mbar::smem(&full[stage]), TP_TILE_BYTES + TP_HALO_BYTES);
 #endif
-                tp_tma_load_2d(mbar::smem(&stages[stage][0]), &tm_x, col0, t * TP_BR,
-                               mbar::smem(&full[stage]));  // @tp_tma_load
+                tp_tma_load_2d(mbar::smem(&stages[stage][0]), &tm_x, col0, t * TP_BR,  // @tp_tma_load
+                               mbar::smem(&full[stage]));
 #if TP_MUTANT == 7
                 const float* halo = x + (size_t)((t + 1) * TP_BR) * cols + col0;  // MUTANT 7
 #else
                 const float* halo = x + (size_t)(((t + 1) * TP_BR) % rows) * cols + col0;
 #endif
-                mbar::bulk_g2s(mbar::smem(&stages[stage][TP_BR * TP_BC]), halo, TP_HALO_BYTES,
-                               mbar::smem(&full[stage]));  // @tp_bulk_halo
+                mbar::bulk_g2s(mbar::smem(&stages[stage][TP_BR * TP_BC]), halo, TP_HALO_BYTES,  // @tp_bulk_halo
+                               mbar::smem(&full[stage]));
 #if TP_MUTANT == 5
                 tp_advance(stage, phase); tp_advance(stage, phase);  // MUTANT 5
 #else

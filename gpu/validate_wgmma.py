@@ -127,6 +127,18 @@ def hypotheses(form: Form) -> dict[str, Hypothesis]:
         out["order=reversed"] = Hypothesis(base, reversed_order=True, note="chains issued in reversed K order")
         return out
     base = W.FP8_HYPOTHESES[W.FP8_DEFAULT]
+    if form.ctype == "f32":
+        return {
+            "default": Hypothesis(W.FP8_F32, note="the 1-8-13 accumulator: terms to 13 fraction bits below the largest "
+                                                  "exponent field, the sum truncated to 13 fraction bits of its own"),
+            "fp8_13": Hypothesis(base, note="13 fraction bits, one step per k32, RZ to f32"),
+            "acc_bits=14": Hypothesis(dataclasses.replace(W.FP8_F32, acc_bits=14)),
+            "acc_bits=23": Hypothesis(dataclasses.replace(W.FP8_F32, acc_bits=23), note="the sum kept to f32's bits"),
+            "frac_bits=14": Hypothesis(dataclasses.replace(W.FP8_F32, frac_bits=14)),
+            "fp8_25": Hypothesis(W.FP8_HYPOTHESES["fp8_25"], note="the f16/bf16 rule: 25 fraction bits"),
+            "exact": Hypothesis(W.EXACT, note="the exact sum, rounded once"),
+            "order=reversed": Hypothesis(W.FP8_F32, reversed_order=True, note="chains issued in reversed K order"),
+        }
     return {
         "default": Hypothesis(base, note=f"{W.FP8_DEFAULT}: 13 fraction bits, one step per k32"),
         "fp8_25": Hypothesis(W.FP8_HYPOTHESES["fp8_25"], note="the f16/bf16 rule: 25 fraction bits"),

@@ -1,5 +1,5 @@
 """The interpreter's wgmma (flashsim/sass/ops_gmma.py), CPU only: the H100's recorded wgmma outputs replayed
-bit for bit through the probe's own cubin, fp8 -> f32 refused with form and PC, the SASS forms ptxas emits,
+bit for bit through the probe's own cubin (fp8 -> f32 included), the SASS forms ptxas emits,
 groups retired by the WARPGROUP.DEPBAR that waits for them, and the hazards of a wgmma in flight
 (gpu/kernels/wgmma_hazards.cu) reported with both sides."""
 
@@ -58,13 +58,13 @@ def _groups() -> list[str]:
 
 
 def _modelled(group: str) -> bool:
-    form = V.FORMS_BY_NAME[group.split("/")[0]]
-    return form.k == 16 or (form.atype, form.btype, form.ctype) == ("e4m3", "e4m3", "f16")
+    from flashsim.gpu.validate_sass_wgmma import modelled
+
+    return modelled(V.FORMS_BY_NAME[group.split("/")[0]])
 
 
 GROUPS = _groups()
 MODELLED = [g for g in GROUPS if _modelled(g)]
-REFUSED = [g for g in GROUPS if not _modelled(g)]
 
 
 def _launch_probe(probe, samples, group, sel=None):
@@ -95,9 +95,9 @@ def _launch_probe(probe, samples, group, sel=None):
 
 
 def test_the_record_holds_the_forms_this_file_replays():
-    # 22 groups (11 forms x chains of 1 and 2, N = 8); 14 modelled: f16/bf16 -> f32, f16 -> f16 with A from
-    # shared memory and from registers, and e4m3 -> f16; 8 fp8 -> f32 groups refused
-    assert len(GROUPS) == 22 and len(MODELLED) == 14 and len(REFUSED) == 8
+    # 22 groups (11 forms x chains of 1 and 2, N = 8), all modelled: f16/bf16 -> f32, f16 -> f16 with A from
+    # shared memory and from registers, e4m3 -> f16, and the 8 fp8 -> f32 groups
+    assert len(GROUPS) == 22 and len(MODELLED) == 22
 
 
 @pytest.mark.parametrize("group", MODELLED)
@@ -108,18 +108,6 @@ def test_the_h100_outputs_replay_bit_for_bit_in_the_interpreter(probe, samples, 
     assert len(want) >= 8
     bad = np.nonzero((got != want).reshape(len(want), -1).any(axis=1))[0]
     assert bad.size == 0, f"{group}: cases {bad.tolist()} of {len(want)} differ from the H100"
-
-
-@pytest.mark.parametrize("group", [g for g in REFUSED if g.endswith("/s1")])
-def test_fp8_to_f32_raises_naming_the_form_and_the_pc(probe, samples, group):
-    form = V.FORMS_BY_NAME[group.split("/")[0]]
-    op = f"QGMMA.64x8x32.F32.{form.atype.upper()}.{form.btype.upper()}"
-    sel = np.zeros(len(samples[f"{group}/d"]), bool)
-    sel[0] = True
-    with pytest.raises(NotImplementedError, match=rf"e4m3/e5m2 -> f32 arithmetic of {re.escape(op)} "
-                                                  rf"\({re.escape(form.ptx(8).split(' ')[0])};.*is not modelled: "
-                                                  rf"pc=0x[0-9a-f]{{4}} `{re.escape(op)} R\d+, "):
-        _launch_probe(probe, samples, group, sel)
 
 
 # ------------------------------------------------------------------------------------------------ SASS forms
@@ -401,14 +389,14 @@ def test_arrangements_are_the_probe_s():
 
 def test_the_gpu_check_runs_end_to_end_as_a_dry_run(tmp_path, capsys):
     """gpu/validate_sass_wgmma.py with the GPU side in the interpreter: the report's shape, a modelled form
-    compared and the fp8 -> f32 form refused."""
+    compared, the fp8 -> f32 form included."""
     from flashsim.gpu import validate_sass_wgmma as S
 
     rc = S.main(["--out", str(tmp_path), "--cases", "1", "--ns", "8", "--forms", "ss.f32.f16.f16,rs.f32.e4m3.e4m3",
                  "--dry-run"])
     assert rc == 0
     rep = json.loads((tmp_path / "sass_wgmma_report.json").read_text())
-    assert rep["failures"] == [] and rep["summary"]["modelled_runs"] == len(S.CONFIGS)
-    assert all(r["refused"] for r in rep["probe"] if r["form"] == "rs.f32.e4m3.e4m3")
+    assert rep["failures"] == [] and rep["summary"]["modelled_runs"] == 2 * len(S.CONFIGS)  # both forms
+    assert all(r["interp_vs_gpu"]["mismatches"] == 0 for r in rep["probe"] if r["form"] == "rs.f32.e4m3.e4m3")
     assert {r["run"] for r in rep["hazards"]} >= {"wgmma_two_groups", "wgmma_chain", "wgmma_pipeline"}
     assert "SUMMARY" in capsys.readouterr().out

@@ -11,14 +11,19 @@ tiles, each with all K products in one fused step. Which rule holds is a claim p
   exponent, one rounding (RZ for an f32 D, RN for an f16 D). On the H100 (``python -m
   flashsim.gpu.validate_wgmma``, traces/wgmma): bit-exact on every f16/bf16 form, A from registers or from
   shared memory, N 8 to 256, every swizzle, chains of 1 to 4 along K in issue order.
-- e4m3 / e5m2 (k32): hypothesis ``"fp8_13"`` (:data:`FP8_DEFAULT`): the same fused step over all 32
-  products plus C, but only 13 fraction bits kept below the largest exponent (C included, so the
-  accumulator keeps about 13 fraction bits after each instruction). The competing hypotheses are
-  in :data:`FP8_HYPOTHESES`: ``"fp8_25"`` (the f16/bf16 rule), ``"fp8_13_c_exact"`` (the products summed
-  with 13 bits, C added to that sum exactly, one rounding: the accumulator is not truncated) and
-  ``"exact"`` (the exact sum, rounded once). On the H100: e4m3 -> f16 follows ``"fp8_13"`` bit for bit; for
-  an f32 D no hypothesis holds (``"fp8_13"`` is the closest), so fp8 -> f32 raises NotImplementedError
-  unless ``model=`` names a hypothesis.
+- e4m3 / e5m2 (k32) -> f16: ``"fp8_13"`` (:data:`FP8_DEFAULT`): the same fused step over all 32 products
+  plus C, but only 13 fraction bits kept below the largest exponent, then RN to f16. On the H100: e4m3 ->
+  f16 bit for bit.
+- e4m3 / e5m2 (k32) -> f32: ``"fp8_f32"`` (:data:`FP8_F32`, :class:`Fp8Accumulator`), measured on the
+  H100 samples of traces/wgmma: the terms (32 products and C) aligned to the largest exponent, where a
+  product's exponent is the sum of its operands' exponent fields (a subnormal counts as the format's
+  emin, and the product of two significands may carry into the next binade), each truncated toward zero
+  to 13 fraction bits below it; their exact sum truncated toward zero to 13 fraction bits of its own
+  (a 1-8-13 accumulator: 14 significant bits), stored in the f32 register; an exact zero is +0, a NaN the
+  canonical NaN, Infs as the mma rule. The sum is what the f16 form rounds (RN) to f16; an f32 D keeps
+  only its top 14 bits. The other hypotheses are in :data:`FP8_HYPOTHESES`: ``"fp8_25"`` (the f16/bf16
+  rule), ``"fp8_13_c_exact"`` (the products summed with 13 bits, C added exactly, one rounding) and
+  ``"exact"`` (the exact sum, rounded once).
 
 A chain of wgmma along K (``wgmma_chain``) is the instructions in the order the SASS issues them:
 each one's D, rounded to D's format, is the next one's C (PTX: accumulating into the same registers).
@@ -46,8 +51,8 @@ from flashsim.numerics.formats import BF16, E4M3, E5M2, F16, F32, FINITE, INF, N
 from flashsim.numerics.mma import MmaModel
 from flashsim.numerics.mma.generic import _finish_round_exact
 
-__all__ = ["EXACT", "FP8_DEFAULT", "FP8_HYPOTHESES", "K_OF", "M", "M_WARP", "ProductsThenC", "WGMMA_K16_MODEL",
-           "check_types", "exact_add", "exact_sum_model", "resolve_model", "wgmma", "wgmma_chain", "wgmma_m64nNk16",
+__all__ = ["EXACT", "FP8_DEFAULT", "FP8_F32", "FP8_HYPOTHESES", "Fp8Accumulator", "K_OF", "M", "M_WARP",
+           "ProductsThenC", "WGMMA_K16_MODEL", "check_types", "fp8_accumulate", "exact_add", "exact_sum_model", "resolve_model", "wgmma", "wgmma_chain", "wgmma_m64nNk16",
            "wgmma_m64nNk32", "wgmma_ptx", "wgmma_warp"]
 
 M = 64  # rows of A and D: one warpgroup, 16 per warp
@@ -91,10 +96,24 @@ class ProductsThenC:
             raise bad_argument("model", self.model, "expected an MmaModel")
 
 
-#: the competing hypotheses for e4m3/e5m2 (k32): an MmaModel, a ProductsThenC or EXACT each
+@dataclasses.dataclass(frozen=True)
+class Fp8Accumulator:
+    """The fp8 -> f32 rule of the module docstring: terms truncated to ``frac_bits`` fraction bits below the
+    largest exponent (exponent fields), their exact sum truncated to ``acc_bits`` fraction bits of its own."""
+
+    name: str = "fp8_f32"
+    frac_bits: int = 13
+    acc_bits: int = 13
+
+
+#: the fp8 -> f32 rule measured on the H100 (traces/wgmma/README.md)
+FP8_F32 = Fp8Accumulator()
+
+#: the competing hypotheses for e4m3/e5m2 (k32): an MmaModel, a ProductsThenC, an Fp8Accumulator or EXACT each
 FP8_HYPOTHESES = types.MappingProxyType({
-    "fp8_13": _FP8_13, "fp8_25": _FP8_25, "fp8_13_c_exact": ProductsThenC(_FP8_13, "fp8_13_c_exact"), EXACT: EXACT})
-#: the hypothesis fp8 wgmma uses unless told otherwise (switch it with model=...)
+    "fp8_13": _FP8_13, "fp8_25": _FP8_25, "fp8_13_c_exact": ProductsThenC(_FP8_13, "fp8_13_c_exact"),
+    "fp8_f32": FP8_F32, EXACT: EXACT})
+#: the rule fp8 wgmma with an f16 D uses unless told otherwise (switch it with model=...); an f32 D uses FP8_F32
 FP8_DEFAULT = "fp8_13"
 
 
@@ -130,11 +149,14 @@ def check_types(n, atype, btype, ctype, k_expected: int | None = None) -> tuple[
     return ATYPES[atype], ATYPES[btype], CTYPES[ctype]
 
 
-def resolve_model(atype: str, model=None):
-    """The rule a call uses: ``model`` (an MmaModel, a ProductsThenC, a name of FP8_HYPOTHESES, or EXACT) or the
-    default of the input type (WGMMA_K16_MODEL for f16/bf16, FP8_HYPOTHESES[FP8_DEFAULT] for e4m3/e5m2)."""
+def resolve_model(atype: str, model=None, ctype: str = "f16"):
+    """The rule a call uses: ``model`` (an MmaModel, a ProductsThenC, an Fp8Accumulator, a name of
+    FP8_HYPOTHESES, or EXACT) or the default of the form (WGMMA_K16_MODEL for f16/bf16, FP8_F32 for e4m3/e5m2
+    with an f32 D, FP8_HYPOTHESES[FP8_DEFAULT] with an f16 D)."""
     if model is None:
-        return WGMMA_K16_MODEL if K_OF.get(atype) == 16 else FP8_HYPOTHESES[FP8_DEFAULT]
+        if K_OF.get(atype) == 16:
+            return WGMMA_K16_MODEL
+        return FP8_F32 if ctype == "f32" else FP8_HYPOTHESES[FP8_DEFAULT]
     if isinstance(model, str):
         if model in FP8_HYPOTHESES:
             return FP8_HYPOTHESES[model]
@@ -142,20 +164,18 @@ def resolve_model(atype: str, model=None):
             return _mma.MODELS[model]
         raise bad_argument("model", model, f"expected an MmaModel or one of {sorted(FP8_HYPOTHESES)} "
                                            f"or {sorted(_mma.MODELS)}")
-    if not isinstance(model, (MmaModel, ProductsThenC)):
-        raise bad_argument("model", model, "expected an MmaModel, a ProductsThenC, a hypothesis name or 'exact'")
+    if not isinstance(model, (MmaModel, ProductsThenC, Fp8Accumulator)):
+        raise bad_argument("model", model, "expected an MmaModel, a ProductsThenC, an Fp8Accumulator, a hypothesis "
+                                           "name or 'exact'")
     return model
 
 
 def _rule(atype: str, btype: str, ctype: str, model):
-    """resolve_model, refusing the one form the H100 showed no hypothesis to hold for: fp8 -> f32 with no
-    model= given."""
-    if model is None and K_OF.get(atype) == 32 and ctype == "f32":
-        raise NotImplementedError(
-            f"wgmma {atype}/{btype} -> f32 is not modelled: on the H100 no hypothesis reproduced it (the best, "
-            f"{FP8_DEFAULT}, left 591,142 of the 4,415,488 outputs it was scored on wrong; traces/wgmma/README.md); pass model= one of "
-            f"{sorted(FP8_HYPOTHESES)} to compute a hypothesis knowingly")
-    return resolve_model(atype, model)
+    """resolve_model for a form: the Fp8Accumulator rule is for fp8 inputs and an f32 D only."""
+    rule = resolve_model(atype, model, ctype)
+    if isinstance(rule, Fp8Accumulator) and (K_OF.get(atype) != 32 or ctype != "f32"):
+        raise bad_argument("model", model, f"{rule.name} is the e4m3/e5m2 -> f32 rule, not for {atype} -> {ctype}")
+    return rule
 
 
 def _operand(x, name: str, fmt: FloatFormat, shape: tuple) -> np.ndarray:
@@ -181,6 +201,8 @@ def _one_step(a, b, c, n, k, afmt, bfmt, dfmt, rule, engine) -> np.ndarray:
     or the 16 of one warp)."""
     if isinstance(rule, str):  # EXACT
         return exact_sum_model(a, b, c, afmt=afmt, bfmt=bfmt, dfmt=dfmt)
+    if isinstance(rule, Fp8Accumulator):
+        return fp8_accumulate(a, b, c, afmt=afmt, bfmt=bfmt, rule=rule)
     if isinstance(rule, ProductsThenC):
         p = _one_step(a, b, np.zeros(c.shape, np.uint32), n, k, afmt, bfmt, F32, rule.model, engine)
         return exact_add(c, p, dfmt=dfmt)
@@ -223,8 +245,7 @@ def wgmma_warp(a, b, c, *, n: int, atype: str, ctype: str, btype: str | None = N
     """The 16 rows of D that one warp of the warpgroup computes and holds: :func:`wgmma` restricted to rows
     16w..16w+15 (every element of D depends only on its row of A, all of B and its C, so the rule and the tiles
     are the same). a (..., 16, K) the warp's rows of A, b (..., K, n) all of B, c (..., 16, n) its rows of C;
-    leading axes batch (the interpreter passes one entry per warp). fp8 -> f32 is refused unless ``model=``
-    names a hypothesis, as in :func:`wgmma`."""
+    leading axes batch (the interpreter passes one entry per warp). The rule is :func:`wgmma`'s."""
     btype = atype if btype is None else btype
     afmt, bfmt, dfmt = check_types(n, atype, btype, ctype, None)
     k = K_OF[atype]
@@ -346,6 +367,53 @@ def _round_ints(total, unit: int, dfmt: FloatFormat) -> np.ndarray:
     code = np.zeros(flat.size, np.uint8)  # _C_FINITE
     mode = rule.round_f32 if dfmt is F32 else rule.round_f16
     return _finish_round_exact(sign, mag, exp, code, dfmt, mode, rule, sticky=sticky).reshape(np.shape(total))
+
+
+def _values(bits, fmt: FloatFormat) -> tuple[np.ndarray, np.ndarray]:
+    """(value as float64, exponent field: the unbiased exponent, emin for a subnormal) of bit patterns; NaN and
+    Inf as float64 NaN / Inf, zeros -0 / +0."""
+    sign, sig, exp, cls = decode(bits, fmt)
+    v = np.ldexp(sig.astype(np.float64), exp.astype(np.int64))
+    v = np.where(cls == NAN, np.nan, np.where(cls == INF, np.inf, v))
+    return np.where(sign == 1, -v, v), exp + fmt.mbits
+
+
+def _exponent(x: np.ndarray) -> np.ndarray:
+    """floor(log2 |x|) of finite nonzero float64 values, exactly (frexp); -2^30 for zeros."""
+    _, e = np.frexp(x)
+    return np.where(x == 0, -(1 << 30), e.astype(np.int64) - 1)
+
+
+def fp8_accumulate(a, b, c, *, afmt: FloatFormat, bfmt: FloatFormat, rule: Fp8Accumulator = FP8_F32) -> np.ndarray:
+    """D (f32 bit patterns) of one fp8 wgmma with an f32 D under the :class:`Fp8Accumulator` rule. a (..., rows,
+    32), b (..., 32, n) fp8 bit patterns, c (..., rows, n) f32 bit patterns.
+
+    Exact in float64: a product of two fp8 significands has at most 8 bits, the truncated terms are multiples of
+    2^(E - frac_bits) below 2^(E + 2), so the sum of 33 of them needs fewer than 53 bits."""
+    va, fa = _values(a, afmt)
+    vb, fb = _values(b, bfmt)
+    cv, _ = _values(c, F32)
+    big = -(1 << 30)
+    with np.errstate(invalid="ignore", over="ignore"):
+        prods = va[..., :, :, None] * vb[..., None, :, :]  # (..., rows, 32, n)
+        finite = np.isfinite(prods)
+        live = finite & (prods != 0)
+        pe = np.where(live, fa[..., :, :, None] + fb[..., None, :, :], big)
+        cf = np.where(np.isfinite(cv), cv, 0.0)
+        e = np.maximum(pe.max(axis=-2), _exponent(cf))
+        e = np.where(e == big, 0, e)
+        q = np.ldexp(1.0, e - rule.frac_bits)
+        terms = np.where(finite, prods, 0.0)
+        s = (np.trunc(terms / q[..., None, :]) * q[..., None, :]).sum(axis=-2) + np.trunc(cf / q) * q
+        top = np.ldexp(1.0, _exponent(s) - rule.acc_bits)
+        s = np.where(s == 0, 0.0, np.trunc(s / np.where(s == 0, 1.0, top)) * top)  # an exact zero is +0
+        d = s.astype(np.float32)
+        # Inf and NaN terms: their own sum (a NaN operand, Inf x 0 or Infs of both signs give NaN)
+        special = np.where(finite, 0.0, prods).sum(axis=-2) + np.where(np.isfinite(cv), 0.0, cv)
+        d = np.where(special != 0, special.astype(np.float32), d)
+        d = np.where(np.isnan(special), np.float32(np.nan), d)
+    out = d.view(np.uint32)
+    return np.where(np.isnan(d), np.uint32(F32.canonical_nan), out).astype(np.uint32)
 
 
 def exact_sum_model(a, b, c, *, afmt: FloatFormat, bfmt: FloatFormat, dfmt: FloatFormat) -> np.ndarray:

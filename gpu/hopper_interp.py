@@ -37,12 +37,29 @@ from flashsim.gpu import validate_hopper_kernels as V
 from flashsim.sass.machine import BarrierDeadlock, ExecOptions
 from flashsim.sass.schedules import adversarial, describe, schedule_options
 
-__all__ = ["RECORD", "SWEEP_RUNS", "Outcome", "Verdict", "encode_maps", "gpu_digests", "judge", "main", "roles",
-           "run", "sweep_build"]
+__all__ = ["CUBINS", "RECORD", "SWEEP_RUNS", "Outcome", "Verdict", "encode_maps", "gpu_digests", "judge", "main",
+           "recorded_build", "roles", "run", "sweep_build"]
 
 REPO = Path(__file__).resolve().parent.parent
 #: the H100 record of gpu/validate_hopper_kernels.py --record (digests of every correct run's outputs)
 RECORD = REPO / "traces" / "hopper" / "hopper_kernels.json"
+
+#: the cubins the H100 ran (gpu/validate_hopper_kernels.py's builds of the record): NVRTC writes the sources'
+#: file times into .debug_line, so a fresh build elsewhere differs there (and only there) and the record keeps
+#: the bytes themselves
+CUBINS = RECORD.parent / "hopper_cubins.npz"
+
+
+def recorded_build(kernel: str, mutant: int = 0, **config: int) -> V.Build:
+    """The build the H100 ran: :func:`flashsim.gpu.validate_hopper_kernels.build` with the cubin bytes of
+    hopper_cubins.npz (a fresh build where the record lacks it)."""
+    fresh = V.build(kernel, mutant, **config)
+    if CUBINS.is_file():
+        with np.load(CUBINS) as z:
+            if fresh.key in z.files:
+                return dataclasses.replace(fresh, cubin=bytes(z[fresh.key]))
+    return fresh
+
 
 #: the correct builds and the problem each is swept on (small: the sweep runs each many times)
 SWEEP_RUNS = (
@@ -140,7 +157,7 @@ def sweep_build(kernel: str, config: dict[str, int], problem: str, *, schedules:
                 log=None) -> dict:
     """One correct build under the default, adversarial and ``schedules`` seeded schedules: how many runs
     ended, were race- and finding-free, and gave the H100's bits."""
-    b = V.build(kernel, 0, **config)
+    b = recorded_build(kernel, 0, **config)
     want = gpu_digests(b.key, problem)
     labels: list = [None, *adversarial(roles(kernel, b.config)), *range(seed, seed + schedules)]
     res = {"build": b.key, "problem": problem, "cubin_sha256": b.sha256, "runs": 0, "ended": 0, "clean": 0,
@@ -246,7 +263,7 @@ def judge(m: HM.Mutant, *, schedules: int = 8, seed: int = 0) -> Verdict:
     """Run mutant ``m`` on its problem under the default schedule, then the adversarial schedules of its
     roles, then seeded schedules, until one reports the catalogue's kind; judge kind, lines and phrases."""
     k = HM.kernel_of(m.kernel)
-    b = V.build(m.kernel, m.value, **m.build_config)
+    b = recorded_build(m.kernel, m.value, **m.build_config)
     want = HM.report_lines(m)
     want_lines = set(want.values())
     labels: list = [None, *adversarial(roles(m.kernel, b.config)), *range(seed, seed + schedules)]

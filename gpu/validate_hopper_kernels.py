@@ -35,9 +35,10 @@ Writes DIR/hopper_kernels.json (provenance: device, driver, toolchain, date, com
 NVRTC logs; every check; every mutant with its catalogue entry, source lines, GPU outcome and tool verdicts),
 DIR/sanitizer_table.md (mutant x {GPU outcome, racecheck, synccheck, memcheck}), DIR/cubins/, DIR/logs/
 (each child's output). With --record the JSON also holds the sha256 of every output of every correct run
-(the inputs regenerate from their seeds; the tensor maps' bytes and the cubins' digests are there anyway): it
-belongs in traces/hopper/, where the interpreter's replay (tests/test_hopper_kernels.py) compares the digests
-of its own outputs with the GPU's, bit for bit.
+(the inputs regenerate from their seeds; the tensor maps' bytes and the cubins' digests are there anyway), and
+DIR/hopper_cubins.npz the cubins the GPU ran (NVRTC writes the sources' file times into .debug_line, so a
+build elsewhere differs there): both belong in traces/hopper/, where the interpreter's replay
+(tests/test_hopper_interp.py) runs those cubins and compares the digests of its outputs with the GPU's.
 Exit status 1 when a correct run differs from its reference, hangs or faults; the mutants' outcomes are data.
 """
 
@@ -942,8 +943,11 @@ def validate(out: Path, *, dry_run: bool, record: bool, jobs: int, timeout: floa
     report["seconds"] = round(time.time() - t_start, 1)
     if record:
         report["record"] = {"what": "sha256 of every output of the correct runs (correct.<build>.<problem>.record), "
-                                    "the driver's tensor-map bytes (tensor_maps.*.bytes), the cubins' sha256 (builds)"}
-        log(f"recorded the outputs' digests in {out / 'hopper_kernels.json'}: copy it to traces/hopper/")
+                                    "the driver's tensor-map bytes (tensor_maps.*.bytes), the cubins' sha256 (builds); "
+                                    "the cubins themselves in hopper_cubins.npz"}
+        np.savez_compressed(out / "hopper_cubins.npz", **{k: np.frombuffer(b.cubin, np.uint8) for k, b in builds.items()})
+        log(f"recorded the outputs' digests in {out / 'hopper_kernels.json'} and the cubins in "
+            f"{out / 'hopper_cubins.npz'}: copy both to traces/hopper/")
     _write(out, report)
     return report
 

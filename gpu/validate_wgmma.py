@@ -92,7 +92,8 @@ class Form:
 FORMS = (
     Form("ss", "f16", "f16", "f32"), Form("ss", "bf16", "bf16", "f32"), Form("ss", "f16", "f16", "f16"),
     Form("ss", "e4m3", "e4m3", "f32"), Form("ss", "e5m2", "e5m2", "f32"), Form("ss", "e4m3", "e4m3", "f16"),
-    Form("ss", "e4m3", "e5m2", "f32"),
+    Form("ss", "e4m3", "e5m2", "f32"), Form("ss", "e5m2", "e5m2", "f16"), Form("ss", "e4m3", "e5m2", "f16"),
+    Form("ss", "e5m2", "e4m3", "f32"), Form("ss", "e5m2", "e4m3", "f16"),
     Form("rs", "f16", "f16", "f32"), Form("rs", "bf16", "bf16", "f32"), Form("rs", "f16", "f16", "f16"),
     Form("rs", "e4m3", "e4m3", "f32"),
 )

@@ -29,11 +29,23 @@ RUNS = [(key, p) for key, probs in REC["correct"].items() for p in probs
         if p != "gg_1024" or key == "wgmma_gemm_c2_s4_m0"]
 
 
-def _build(key: str) -> V.Build:
+def _args(key: str) -> tuple[str, int, dict]:
     kernel = next(k for k in HM.KERNELS if key.startswith(k))
     b = REC["builds"][key]
-    cfg = {d.split("=")[0]: int(d.split("=")[1]) for d in b["defines"] if "MUTANT" not in d}
-    return V.build(kernel, b["mutant"], **cfg)
+    return kernel, b["mutant"], {d.split("=")[0]: int(d.split("=")[1]) for d in b["defines"] if "MUTANT" not in d}
+
+
+def _build(key: str) -> V.Build:
+    kernel, mutant, cfg = _args(key)
+    return H.recorded_build(kernel, mutant, **cfg)
+
+
+def _sections(cubin: bytes) -> dict[str, bytes]:
+    import io
+
+    from elftools.elf.elffile import ELFFile
+
+    return {s.name: s.data() for s in ELFFile(io.BytesIO(cubin)).iter_sections()}
 
 
 def test_the_record_is_the_h100s():
@@ -42,8 +54,15 @@ def test_the_record_is_the_h100s():
 
 
 @pytest.mark.parametrize("key", sorted(REC["builds"]))
-def test_local_builds_are_the_cubins_the_h100_ran(key):
-    assert _build(key).sha256 == REC["builds"][key]["sha256"]
+def test_the_recorded_cubins_are_the_h100s_and_todays_builds(key):
+    """hopper_cubins.npz holds the bytes the H100 ran; NVRTC builds them again from today's sources, but for
+    .debug_line (it records the sources' file times)."""
+    rec = _build(key)
+    assert rec.sha256 == REC["builds"][key]["sha256"]
+    kernel, mutant, cfg = _args(key)
+    fresh, mine = _sections(V.build(kernel, mutant, **cfg).cubin), _sections(rec.cubin)
+    assert fresh.keys() == mine.keys()
+    assert [n for n in fresh if fresh[n] != mine[n] and n != ".debug_line"] == []
 
 
 def test_tensor_maps_encode_as_the_h100_driver_did():
@@ -100,7 +119,7 @@ def test_each_planted_bug_is_reported_with_its_kind_and_place(m):
 
 
 def test_the_missing_expect_tx_bytes_are_a_protocol_finding():
-    o = H.run(V.build("wgmma_gemm", 8, GG_CONSUMERS=2, GG_STAGES=4), "gg_tiny")
+    o = H.run(H.recorded_build("wgmma_gemm", 8, GG_CONSUMERS=2, GG_STAGES=4), "gg_tiny")
     assert isinstance(o.error, BarrierDeadlock)
     late = [p for p in o.report.protocol if p.kind == "expect_tx"]
     assert late and "announced fewer bytes than its copies bring" in late[0].message
@@ -112,7 +131,7 @@ def test_a_warp_missing_from_its_warpgroup_holds_the_others_at_the_wgmma():
     # gg7: warp 11 cannot get its registers; warps 8..10 reach the first wgmma and wait for it there
     with pytest.raises(BarrierDeadlock) as info:
         m = HM.mutant("gg7")
-        o = H.run(V.build(m.kernel, m.value, **m.build_config), m.problem)
+        o = H.run(H.recorded_build(m.kernel, m.value, **m.build_config), m.problem)
         raise o.error
     msg = str(info.value)
     assert "warpgroup-collective" in msg and "warps 8..11 must reach" in msg
@@ -160,7 +179,7 @@ def test_adversarial_schedules_are_named_and_change_the_order():
     assert "consumer delayed by 1024 steps" in names
     with pytest.raises(ValueError, match="warp indices"):
         SchedulePolicy("bad", first=(-1,))
-    b = V.build("tma_pipeline", 0, TP_STAGES=3)
+    b = H.recorded_build("tma_pipeline", 0, TP_STAGES=3)
     orders = {}
     for pol in pols[:2]:
         o = H.run(b, "tp_tiny", options=schedule_options(pol), timeline=True)
@@ -170,7 +189,7 @@ def test_adversarial_schedules_are_named_and_change_the_order():
 
 
 def test_explore_labels_every_schedule():
-    b = V.build("tma_pipeline", 0, TP_STAGES=2)
+    b = H.recorded_build("tma_pipeline", 0, TP_STAGES=2)
     runs = explore(lambda opts: H.run(b, "tp_tiny", options=opts).digests["y"], schedules=1, seed=5,
                    roles=H.roles("tma_pipeline", {}))
     labels = [lab for lab, _ in runs]

@@ -624,6 +624,18 @@ def test_the_held_out_h100_run_agrees_on_every_element():
     assert all(f["hypotheses"]["fp8_13"] > 0 for f in fp8_f32)  # the earlier closest hypothesis misses
 
 
+def test_every_fp8_pair_agrees_on_the_h100():
+    """traces/wgmma/wgmma_report_fp8forms.json.gz: the fp8 pairs the first runs left out (e5m2 -> f16, e4m3 x e5m2
+    -> f16, e5m2 x e4m3 -> f16 and -> f32) on the H100: every D element of the default rule."""
+    import gzip
+
+    rep = json.loads(gzip.open(H100_SAMPLES.parent / "wgmma_report_fp8forms.json.gz", "rt").read())
+    forms = {f["form"]: f for f in rep["forms"]}
+    assert set(forms) == {"ss.f16.e5m2.e5m2", "ss.f16.e4m3.e5m2", "ss.f32.e5m2.e4m3", "ss.f16.e5m2.e4m3"}
+    assert all(f["hypotheses"]["default"] == 0 and f["outputs"] == 5920768 for f in forms.values())
+    assert {f.name for f in V.FORMS} >= set(forms)
+
+
 def _f32(x) -> np.ndarray:
     return np.asarray(x, np.float32).view(np.uint32)
 

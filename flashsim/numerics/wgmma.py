@@ -12,8 +12,8 @@ tiles, each with all K products in one fused step. Which rule holds is a claim p
   flashsim.gpu.validate_wgmma``, traces/wgmma): bit-exact on every f16/bf16 form, A from registers or from
   shared memory, N 8 to 256, every swizzle, chains of 1 to 4 along K in issue order.
 - e4m3 / e5m2 (k32) -> f16: ``"fp8_13"`` (:data:`FP8_DEFAULT`): the same fused step over all 32 products
-  plus C, but only 13 fraction bits kept below the largest exponent, then RN to f16. On the H100: e4m3 ->
-  f16 bit for bit.
+  plus C, but only 13 fraction bits kept below the largest exponent, then RN to f16. On the H100: every
+  e4m3 / e5m2 pair bit for bit.
 - e4m3 / e5m2 (k32) -> f32: ``"fp8_f32"`` (:data:`FP8_F32`, :class:`Fp8Accumulator`), measured on the
   H100 samples of traces/wgmma: the terms (32 products and C) aligned to the largest exponent, where a
   product's exponent is the sum of its operands' exponent fields (a subnormal counts as the format's

@@ -42,11 +42,10 @@ Matrix Shared Memory Layout"):
   retires its group, in issue order (on the device D is only defined after wgmma.wait_group). The
   exception of the PTX ISA: wgmma instructions of the same shape accumulating into the same registers are
   ordered by the hardware, so a wgmma whose C is the D of one still in flight reads that D.
-- Modelled bit-exactly (H100: traces/wgmma): f16 / bf16 -> f32, f16 -> f16, e4m3 x e4m3 -> f16, e4m3 / e5m2
-  -> f32 (the 1-8-13 accumulator of flashsim.numerics.wgmma.FP8_F32), A from shared memory or registers,
-  every K-major layout. Not modelled (NotImplementedError naming the form and the PC): the other fp8 -> f16
-  forms (not compared with the H100), MN-major operands (.tnspA / .tnspB), descriptors with a base offset or
-  reserved bits set.
+- Modelled bit-exactly (H100: traces/wgmma): f16 / bf16 -> f32, f16 -> f16, every e4m3 / e5m2 pair -> f16
+  and -> f32 (the 1-8-13 accumulator of flashsim.numerics.wgmma.FP8_F32), A from shared memory or registers,
+  every K-major layout. Not modelled (NotImplementedError naming the form and the PC): MN-major operands
+  (.tnspA / .tnspB), descriptors with a base offset or reserved bits set.
   The negations (.negA / .negB / -Ra: imm-scale -1) flip the inputs' sign bits: the rule takes products
   exactly and truncates symmetrically, so this is the PTX ISA's "multiply by -1"; no recorded H100 case
   covers it.
@@ -191,10 +190,6 @@ def _form(ctx: Ctx, a_regs: bool, neg_a: bool, neg_b: bool) -> GmmaForm:
                  f"{ins.name}")
         ctype, atype, btype = _CTYPES[mods[1]], _FP8[mods[2]], _FP8[mods[3]]
     form = GmmaForm(n, k, atype, btype, ctype, a_regs, neg_a, neg_b)
-    if k == 32 and ctype == "f16" and (atype, btype) != ("e4m3", "e4m3"):
-        raise ctx.unsupported(
-            f"the e5m2 -> f16 arithmetic of {ins.name} ({form.ptx}; only e4m3 x e4m3 -> f16 was compared with the "
-            "H100; flashsim.numerics.wgmma computes the hypothesis with model=)")
     return form
 
 

@@ -287,6 +287,30 @@ WG_KERNEL(wgmma_ss_m64n16k32_f16_e4m3_e4m3, WG_SS, 16, 4, R, 1, "m64n16k32.f16.e
 WG_KERNEL(wgmma_ss_m64n64k32_f16_e4m3_e4m3, WG_SS, 64, 16, R, 1, "m64n64k32.f16.e4m3.e4m3", WG_TAIL_FP8)
 WG_KERNEL(wgmma_ss_m64n128k32_f16_e4m3_e4m3, WG_SS, 128, 32, R, 1, "m64n128k32.f16.e4m3.e4m3", WG_TAIL_FP8)
 WG_KERNEL(wgmma_ss_m64n256k32_f16_e4m3_e4m3, WG_SS, 256, 64, R, 1, "m64n256k32.f16.e4m3.e4m3", WG_TAIL_FP8)
+// e5m2 -> f16
+WG_KERNEL(wgmma_ss_m64n8k32_f16_e5m2_e5m2, WG_SS, 8, 2, R, 1, "m64n8k32.f16.e5m2.e5m2", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n16k32_f16_e5m2_e5m2, WG_SS, 16, 4, R, 1, "m64n16k32.f16.e5m2.e5m2", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n64k32_f16_e5m2_e5m2, WG_SS, 64, 16, R, 1, "m64n64k32.f16.e5m2.e5m2", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n128k32_f16_e5m2_e5m2, WG_SS, 128, 32, R, 1, "m64n128k32.f16.e5m2.e5m2", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n256k32_f16_e5m2_e5m2, WG_SS, 256, 64, R, 1, "m64n256k32.f16.e5m2.e5m2", WG_TAIL_FP8)
+// e5m2 x e4m3 -> f32
+WG_KERNEL(wgmma_ss_m64n8k32_f32_e5m2_e4m3, WG_SS, 8, 4, F, 1, "m64n8k32.f32.e5m2.e4m3", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n16k32_f32_e5m2_e4m3, WG_SS, 16, 8, F, 1, "m64n16k32.f32.e5m2.e4m3", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n64k32_f32_e5m2_e4m3, WG_SS, 64, 32, F, 1, "m64n64k32.f32.e5m2.e4m3", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n128k32_f32_e5m2_e4m3, WG_SS, 128, 64, F, 1, "m64n128k32.f32.e5m2.e4m3", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n256k32_f32_e5m2_e4m3, WG_SS, 256, 128, F, 1, "m64n256k32.f32.e5m2.e4m3", WG_TAIL_FP8)
+// e5m2 x e4m3 -> f16
+WG_KERNEL(wgmma_ss_m64n8k32_f16_e5m2_e4m3, WG_SS, 8, 2, R, 1, "m64n8k32.f16.e5m2.e4m3", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n16k32_f16_e5m2_e4m3, WG_SS, 16, 4, R, 1, "m64n16k32.f16.e5m2.e4m3", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n64k32_f16_e5m2_e4m3, WG_SS, 64, 16, R, 1, "m64n64k32.f16.e5m2.e4m3", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n128k32_f16_e5m2_e4m3, WG_SS, 128, 32, R, 1, "m64n128k32.f16.e5m2.e4m3", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n256k32_f16_e5m2_e4m3, WG_SS, 256, 64, R, 1, "m64n256k32.f16.e5m2.e4m3", WG_TAIL_FP8)
+// e4m3 x e5m2 -> f16
+WG_KERNEL(wgmma_ss_m64n8k32_f16_e4m3_e5m2, WG_SS, 8, 2, R, 1, "m64n8k32.f16.e4m3.e5m2", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n16k32_f16_e4m3_e5m2, WG_SS, 16, 4, R, 1, "m64n16k32.f16.e4m3.e5m2", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n64k32_f16_e4m3_e5m2, WG_SS, 64, 16, R, 1, "m64n64k32.f16.e4m3.e5m2", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n128k32_f16_e4m3_e5m2, WG_SS, 128, 32, R, 1, "m64n128k32.f16.e4m3.e5m2", WG_TAIL_FP8)
+WG_KERNEL(wgmma_ss_m64n256k32_f16_e4m3_e5m2, WG_SS, 256, 64, R, 1, "m64n256k32.f16.e4m3.e5m2", WG_TAIL_FP8)
 // register A: f16 -> f32
 WG_KERNEL(wgmma_rs_m64n8k16_f32_f16_f16, WG_RS, 8, 4, F, 2, "m64n8k16.f32.f16.f16", WG_TAIL_RS16)
 WG_KERNEL(wgmma_rs_m64n16k16_f32_f16_f16, WG_RS, 16, 8, F, 2, "m64n16k16.f32.f16.f16", WG_TAIL_RS16)

@@ -35,7 +35,8 @@ bytes are saved with the record so that the interpreter replays the very code th
 
 Writes DIR/tma_report.json (counts, timings, errors, provenance: device, driver, date, command); with
 ``--record`` also DIR/tma_probes.npz (cubin, encodings, each case's fields and map bytes, its inputs and the
-GPU's outputs as sha256: the inputs regenerate from the seed, and the replay compares digests bit for bit) and
+GPU's outputs as sha256: the inputs regenerate from the seed, and the replay compares digests bit for bit),
+DIR/tma_interleaved.npz (the cases with interleaved maps, bytes and all: what a model of interleave needs) and
 DIR/tma_probes.json (provenance), which belong in traces/tma/. The whole run takes about a minute
 (``--budget`` seconds at most, 170 by default). The report also compares every case that ran with
 flashsim's model of the box (flashsim.sass.tensormap: phases/<phase>/model).
@@ -1351,6 +1352,7 @@ def validate(out: Path, *, seed: int, cases: int, record: bool, dry_run: bool, b
     if record:
         arrays["probe_version"] = np.array(PROBE_VERSION)
         np.savez_compressed(out / "tma_probes.npz", **digest_record(arrays))
+        np.savez_compressed(out / "tma_interleaved.npz", **interleaved_cases(arrays))
         rec = {k: report[k] for k in ("date", "command", "seed", "arch", "toolchain", "cubin_sha256", "planned",
                                       "probe_version")}
         rec["device"] = report.get("device")
@@ -1550,6 +1552,20 @@ def digest_record(arrays: dict) -> dict:
             out[f"{phase}/{name}_sha"] = sha
             continue
         out[k] = v
+    return out
+
+
+def interleaved_cases(arrays: dict) -> dict:
+    """Every case with an interleaved map, bytes and all (``<phase>/<index>/<key>``): the record keeps the other
+    cases' bytes as digests, these are what a model of interleave needs."""
+    out = {}
+    for phase in ("load", "reduce", "risky"):
+        if f"{phase}/count" not in arrays:
+            continue
+        for i in range(int(arrays[f"{phase}/count"])):
+            rec = record_case(arrays, phase, i)
+            if int(rec.get("interleave", 0)):  # the inputs regenerate from the seed (_case_inputs)
+                out.update({f"{phase}/{i}/{k}": np.asarray(v) for k, v in rec.items() if k not in ("input", "store_src")})
     return out
 
 

@@ -441,6 +441,9 @@ def test_the_run_survives_children_that_die(tmp_path):
     c3 = V.case_from_record(V.record_case(rec, "load", 3), 3)
     assert np.array_equal(rec["load/input_sha"][3], V.sha_bytes(V._case_inputs(0, c3)[0]))
     assert not rec["load/input_sha"][2].any()  # a case whose child died has no input
+    inter = V.load_record(tmp_path / "tma_interleaved.npz")  # interleaved cases, bytes and all
+    flags = [int(inter[k]) for k in inter if k.endswith("/interleave")]
+    assert flags and all(flags) and any(k.endswith("/store_out") for k in inter)
     assert rec["encode/bytes"].shape[1] == 128 and "cubin/probe" in rec
 
 
@@ -539,3 +542,28 @@ def test_replay_of_the_h100_record():
                         assert np.array_equal(mine[k], got[k]), f"{phase} case {i} ({c.note}): {k} differs from the H100"
             replayed += 1
     assert replayed >= REPLAYED_CASES, replayed
+
+
+#: the interleaved cases of run 4 (traces/tma/tma_interleaved.npz, bytes and all) that ran on the H100, and how
+#: many of them the box model gets wrong: interleave is not modelled (the interpreter refuses such maps)
+INTERLEAVED = {"cases": 34, "ran": 22, "model_differs": 21}
+
+
+def test_the_interleaved_cases_are_kept_for_a_model_of_interleave():
+    inter = V.load_record(V.TRACE_DIR / "tma_interleaved.npz")
+    main = V.load_record()
+    seed = int(json.loads(V.TRACE_JSON.read_text())["seed"])
+    cases = sorted({k.rsplit("/", 1)[0] for k in inter})
+    ran = differs = 0
+    for key in cases:
+        phase, i = key.split("/")
+        got = {k.rsplit("/", 1)[1]: inter[k] for k in inter if k.startswith(key + "/")}
+        c = V.case_from_record(got, int(i))
+        assert c.interleave and V.case_from_record(V.record_case(main, phase, int(i)), int(i)) == c  # run 3's case
+        if int(got.get("rc", -1)) != 0 or str(got.get("error", "")):
+            continue
+        ran += 1
+        got["input"], got["store_src"] = V._case_inputs(seed, c)
+        base = int(got["load_info"][0, 3]) if c.op == "store" else int(got["store_info"][0, 2])
+        differs += bool(V.compare_case(got, V.expected_case(seed, c, int(got["gaddr"]), base)))
+    assert {"cases": len(cases), "ran": ran, "model_differs": differs} == INTERLEAVED, (len(cases), ran, differs)

@@ -45,8 +45,8 @@ REPO = Path(__file__).resolve().parent.parent
 RECORD = REPO / "traces" / "hopper" / "hopper_kernels.json"
 
 #: the cubins the H100 ran (gpu/validate_hopper_kernels.py's builds of the record): NVRTC writes the sources'
-#: file times into .debug_line, so a fresh build elsewhere differs there (and only there) and the record keeps
-#: the bytes themselves
+#: file times and paths into the line table, so a fresh build elsewhere differs there (.debug_line and its
+#: relocations, nothing else) and the record keeps the bytes themselves
 CUBINS = RECORD.parent / "hopper_cubins.npz"
 
 

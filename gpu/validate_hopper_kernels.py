@@ -36,8 +36,8 @@ NVRTC logs; every check; every mutant with its catalogue entry, source lines, GP
 DIR/sanitizer_table.md (mutant x {GPU outcome, racecheck, synccheck, memcheck}), DIR/cubins/, DIR/logs/
 (each child's output). With --record the JSON also holds the sha256 of every output of every correct run
 (the inputs regenerate from their seeds; the tensor maps' bytes and the cubins' digests are there anyway), and
-DIR/hopper_cubins.npz the cubins the GPU ran (NVRTC writes the sources' file times into .debug_line, so a
-build elsewhere differs there): both belong in traces/hopper/, where the interpreter's replay
+DIR/hopper_cubins.npz the cubins the GPU ran (NVRTC writes the sources' file times and paths into the line
+table, so a build elsewhere differs there): both belong in traces/hopper/, where the interpreter's replay
 (tests/test_hopper_interp.py) runs those cubins and compares the digests of its outputs with the GPU's.
 Exit status 1 when a correct run differs from its reference, hangs or faults; the mutants' outcomes are data.
 """

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import hashlib
 import json
 import re
 import sys
@@ -77,21 +76,16 @@ def roles(kernel: str, config: dict[str, int]) -> dict[str, tuple[int, ...]]:
     return HM.kernel_of(kernel).roles(config)
 
 
-def encode_maps(kernel: str, config: dict[str, int], problem: HM.Problem, addresses: dict[str, int]) -> dict[str, bytes]:
+def encode_maps(kernel: str, config: dict[str, int], problem: HM.Problem,
+                addresses: dict[str, int]) -> dict[str, bytes]:
     """The tensor maps' 128 bytes for arrays at ``addresses`` ({array name: address}), as the H100's driver
     encodes them (flashsim.sass.tensormap.TensorMap.encode_tiled, the driver's rules and layout)."""
     from flashsim.sass.tensormap import TensorMap
 
     host = V.host_of(kernel)
     targets = dict(host.map_targets)
-    out = {}
-    for sp in host.tensor_maps(config, problem):
-        rank = len(sp.dims)
-        out[sp.name] = TensorMap.encode_tiled(V.TMAP_DTYPES[sp.dtype][0], rank, addresses[targets[sp.name]], sp.dims,
-                                              sp.strides, sp.box, (1,) * rank, V.TMAP_INTERLEAVE_NONE,
-                                              V.TMAP_SWIZZLES[sp.swizzle][0], V.TMAP_L2_PROMOTION_NONE,
-                                              V.TMAP_OOB_FILL_NONE).to_bytes()
-    return out
+    return {sp.name: TensorMap.encode_tiled(*sp.encode_args(addresses[targets[sp.name]])).to_bytes()
+            for sp in host.tensor_maps(config, problem)}
 
 
 @dataclass
@@ -285,7 +279,8 @@ def judge(m: HM.Mutant, *, schedules: int = 8, seed: int = 0) -> Verdict:
         got = lines[m.kind]
         if m.kind == "race":
             ok = _race_pairs_hit(o, want_lines, k.source, m.kernel)
-            why = "a race between two expected lines" if ok else f"races, but not between the lines {sorted(want_lines)}"
+            why = ("a race between two expected lines" if ok
+                   else f"races, but not between the lines {sorted(want_lines)}")
         else:
             missing = sorted(want_lines - got)
             ok = not missing

@@ -225,6 +225,12 @@ class TensorMapSpec:
     def box_bytes(self) -> int:
         return int(np.prod(self.box)) * TMAP_DTYPES[self.dtype][1]
 
+    def encode_args(self, address: int) -> tuple:
+        """cuTensorMapEncodeTiled's arguments after the output pointer, for a tensor at ``address``."""
+        rank = len(self.dims)
+        return (TMAP_DTYPES[self.dtype][0], rank, address, self.dims, self.strides, self.box, (1,) * rank,
+                TMAP_INTERLEAVE_NONE, TMAP_SWIZZLES[self.swizzle][0], TMAP_L2_PROMOTION_NONE, TMAP_OOB_FILL_NONE)
+
     def as_dict(self) -> dict:
         d = asdict(self)
         d["dtype_enum"], d["swizzle_enum"] = TMAP_DTYPES[self.dtype][0], TMAP_SWIZZLES[self.swizzle][0]
@@ -250,16 +256,13 @@ def encode_tiled(spec: TensorMapSpec, address: int) -> bytes:
     """The 128 bytes of the CUtensorMap the driver encodes for ``spec`` at device ``address`` (needs a current
     context: call after cupy has touched the device)."""
     lib = _libcuda()
-    rank = len(spec.dims)
+    dtype, rank, _, dims, strides, box, estr, *enums = spec.encode_args(address)
     buf = ctypes.create_string_buffer(128 + 64)
     aligned = (ctypes.addressof(buf) + 63) & ~63  # the map must be 64-byte aligned
-    dims = (ctypes.c_uint64 * rank)(*spec.dims)
-    strides = (ctypes.c_uint64 * max(1, rank - 1))(*(spec.strides or (0,)))
-    box = (ctypes.c_uint32 * rank)(*spec.box)
-    estr = (ctypes.c_uint32 * rank)(*([1] * rank))
-    rc = lib.cuTensorMapEncodeTiled(ctypes.c_void_p(aligned), TMAP_DTYPES[spec.dtype][0], rank,
-                                    ctypes.c_void_p(address), dims, strides, box, estr, TMAP_INTERLEAVE_NONE,
-                                    TMAP_SWIZZLES[spec.swizzle][0], TMAP_L2_PROMOTION_NONE, TMAP_OOB_FILL_NONE)
+    rc = lib.cuTensorMapEncodeTiled(ctypes.c_void_p(aligned), dtype, rank, ctypes.c_void_p(address),
+                                    (ctypes.c_uint64 * rank)(*dims),
+                                    (ctypes.c_uint64 * max(1, rank - 1))(*(strides or (0,))),
+                                    (ctypes.c_uint32 * rank)(*box), (ctypes.c_uint32 * rank)(*estr), *enums)
     if rc != 0:
         msg = ctypes.c_char_p()
         lib.cuGetErrorString(rc, ctypes.byref(msg))

@@ -740,6 +740,22 @@ class Driver:
         self._check(self.lib.cuCtxSynchronize(), "cuCtxSynchronize")
 
 
+def _kernel_args(kernel: str, values: dict) -> tuple:
+    """A probe kernel's arguments in parameter order, as cupy and flashsim.cuda take them: a tensor map (bytes)
+    as a 128-byte struct by value, a device array as itself, a number as the parameter's unsigned width."""
+    struct = np.dtype([("opaque", "<u8", (16,))], align=True)
+    args = []
+    for name, size in KERNEL_PARAMS[kernel]:
+        v = values[name]
+        if isinstance(v, (bytes, bytearray)):
+            args.append(np.frombuffer(bytes(v), struct)[0])
+        elif hasattr(v, "data") and hasattr(v.data, "ptr"):
+            args.append(v)
+        else:
+            args.append({4: np.uint32, 8: np.uint64}[size](int(v) & ((1 << (8 * size)) - 1)))
+    return tuple(args)
+
+
 def _param_bytes(kernel: str, values: dict) -> list[bytes]:
     out = []
     for name, size in KERNEL_PARAMS[kernel]:
@@ -787,16 +803,7 @@ class Launcher:
         return ok
 
     def _launch_cupy(self, kernel, grid, block, shared, values):
-        struct = np.dtype([("opaque", "<u8", (16,))], align=True)
-        args = []
-        for name, size in KERNEL_PARAMS[kernel]:
-            v = values[name]
-            if isinstance(v, (bytes, bytearray)):
-                args.append(np.frombuffer(bytes(v), struct)[0])
-            elif hasattr(v, "data") and hasattr(v.data, "ptr"):
-                args.append(v)
-            else:
-                args.append({4: np.uint32, 8: np.uint64}[size](int(v) & ((1 << (8 * size)) - 1)))
+        args = _kernel_args(kernel, values)
         f = self._cupy_mod.get_function(kernel)
         self.runtime.launch(f, (grid,), (block,), args, shared_mem=shared)
 
@@ -914,18 +921,9 @@ class InterpLauncher:
         self.exec_options = exec_options
 
     def launch(self, kernel: str, grid: int, block: int, shared: int, values: dict) -> None:
-        struct = np.dtype([("opaque", "<u8", (16,))], align=True)
-        args = []
-        for name, size in KERNEL_PARAMS[kernel]:
-            v = values[name]
-            if isinstance(v, (bytes, bytearray)):
-                args.append(np.frombuffer(bytes(v), struct)[0])
-            elif hasattr(v, "data") and hasattr(v.data, "ptr"):
-                args.append(v)
-            else:
-                args.append({4: np.uint32, 8: np.uint64}[size](int(v) & ((1 << (8 * size)) - 1)))
+        args = _kernel_args(kernel, values)
         f = self.b.module.get_function(kernel)
-        f((grid,), (block,), tuple(args), shared_mem=shared, exec_options=self.exec_options)
+        f((grid,), (block,), args, shared_mem=shared, exec_options=self.exec_options)
 
 
 def run_case(seed: int, c: TmaCase, b: Build | None = None, launcher=None, driver=None) -> dict:

@@ -130,12 +130,12 @@ def hypotheses(form: Form) -> dict[str, Hypothesis]:
     base = W.FP8_HYPOTHESES[W.FP8_DEFAULT]
     if form.ctype == "f32":
         return {
-            "default": Hypothesis(W.FP8_F32, note="the 1-8-13 accumulator: terms to 13 fraction bits below the largest "
-                                                  "exponent field, the sum truncated to 13 fraction bits of its own"),
+            "default": Hypothesis(W.FP8_F32, note="the 1-8-13 accumulator: fp8_13's step, then the 10 low fraction "
+                                                  "bits of the f32 result cleared"),
             "fp8_13": Hypothesis(base, note="13 fraction bits, one step per k32, RZ to f32"),
             "acc_bits=14": Hypothesis(dataclasses.replace(W.FP8_F32, acc_bits=14)),
             "acc_bits=23": Hypothesis(dataclasses.replace(W.FP8_F32, acc_bits=23), note="the sum kept to f32's bits"),
-            "frac_bits=14": Hypothesis(dataclasses.replace(W.FP8_F32, frac_bits=14)),
+            "frac_bits=14": Hypothesis(dataclasses.replace(W.FP8_F32, model=dataclasses.replace(base, frac_bits=14))),
             "fp8_25": Hypothesis(W.FP8_HYPOTHESES["fp8_25"], note="the f16/bf16 rule: 25 fraction bits"),
             "exact": Hypothesis(W.EXACT, note="the exact sum, rounded once"),
             "order=reversed": Hypothesis(W.FP8_F32, reversed_order=True, note="chains issued in reversed K order"),

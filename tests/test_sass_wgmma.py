@@ -20,7 +20,7 @@ from flashsim.golden import load
 from flashsim.gpu import validate_wgmma as V
 from flashsim.numerics import wgmma as W
 from flashsim.sass.isa import parse_operand
-from flashsim.sass.ops_gmma import WGMMA_IN_FLIGHT, WgmmaHazard
+from flashsim.sass.ops_gmma import WGMMA_IN_FLIGHT
 from flashsim.sass.program import Program
 from flashsim.sass.toolchain import compile_cuda
 from flashsim.sass.tracing import TraceSpec

@@ -15,15 +15,12 @@ tiles, each with all K products in one fused step. Which rule holds is a claim p
   plus C, but only 13 fraction bits kept below the largest exponent, then RN to f16. On the H100: every
   e4m3 / e5m2 pair bit for bit.
 - e4m3 / e5m2 (k32) -> f32: ``"fp8_f32"`` (:data:`FP8_F32`, :class:`Fp8Accumulator`), measured on the
-  H100 samples of traces/wgmma: the terms (32 products and C) aligned to the largest exponent, where a
-  product's exponent is the sum of its operands' exponent fields (a subnormal counts as the format's
-  emin, and the product of two significands may carry into the next binade), each truncated toward zero
-  to 13 fraction bits below it; their exact sum truncated toward zero to 13 fraction bits of its own
-  (a 1-8-13 accumulator: 14 significant bits), stored in the f32 register; an exact zero is +0, a NaN the
-  canonical NaN, Infs as the mma rule. The sum is what the f16 form rounds (RN) to f16; an f32 D keeps
-  only its top 14 bits. The other hypotheses are in :data:`FP8_HYPOTHESES`: ``"fp8_25"`` (the f16/bf16
-  rule), ``"fp8_13_c_exact"`` (the products summed with 13 bits, C added exactly, one rounding) and
-  ``"exact"`` (the exact sum, rounded once).
+  H100 (traces/wgmma): ``"fp8_13"``'s fused step (the 32 products and C aligned to the largest exponent,
+  each truncated to 13 fraction bits below it, the sum rounded toward zero to f32), then kept as a 1-8-13
+  number: the 10 low fraction bits of the f32 result cleared. An f16 D rounds the same sum to f16; an f32
+  D holds 14 significant bits. The other hypotheses are in :data:`FP8_HYPOTHESES`: ``"fp8_25"`` (the
+  f16/bf16 rule), ``"fp8_13_c_exact"`` (the products summed with 13 bits, C added exactly, one rounding)
+  and ``"exact"`` (the exact sum, rounded once).
 
 A chain of wgmma along K (``wgmma_chain``) is the instructions in the order the SASS issues them:
 each one's D, rounded to D's format, is the next one's C (PTX: accumulating into the same registers).
@@ -52,7 +49,7 @@ from flashsim.numerics.mma import MmaModel
 from flashsim.numerics.mma.generic import _finish_round_exact
 
 __all__ = ["EXACT", "FP8_DEFAULT", "FP8_F32", "FP8_HYPOTHESES", "Fp8Accumulator", "K_OF", "M", "M_WARP",
-           "ProductsThenC", "WGMMA_K16_MODEL", "check_types", "fp8_accumulate", "exact_add", "exact_sum_model", "resolve_model", "wgmma", "wgmma_chain", "wgmma_m64nNk16",
+           "ProductsThenC", "WGMMA_K16_MODEL", "check_types", "exact_add", "exact_sum_model", "resolve_model", "wgmma", "wgmma_chain", "wgmma_m64nNk16",
            "wgmma_m64nNk32", "wgmma_ptx", "wgmma_warp"]
 
 M = 64  # rows of A and D: one warpgroup, 16 per warp
@@ -98,16 +95,28 @@ class ProductsThenC:
 
 @dataclasses.dataclass(frozen=True)
 class Fp8Accumulator:
-    """The fp8 -> f32 rule of the module docstring: terms truncated to ``frac_bits`` fraction bits below the
-    largest exponent (exponent fields), their exact sum truncated to ``acc_bits`` fraction bits of its own."""
+    """The fp8 -> f32 rule of the module docstring: ``model``'s fused step rounded to f32, then kept as a
+    1-8-``acc_bits`` number in the f32 register (the low 23 - acc_bits fraction bits cleared)."""
 
-    name: str = "fp8_f32"
-    frac_bits: int = 13
+    model: MmaModel
+    name: str
     acc_bits: int = 13
+
+    def __post_init__(self):
+        if not isinstance(self.model, MmaModel):
+            raise bad_argument("model", self.model, "expected an MmaModel")
+        if not isinstance(self.acc_bits, int) or not 0 <= self.acc_bits <= 23:
+            raise bad_argument("acc_bits", self.acc_bits, "expected 0..23 fraction bits")
+
+    def keep(self, d: np.ndarray) -> np.ndarray:
+        """f32 bit patterns kept to acc_bits fraction bits (Inf and NaN as they are)."""
+        d = np.asarray(d, np.uint32)
+        drop = np.uint32((1 << (23 - self.acc_bits)) - 1)
+        return np.where((d & np.uint32(0x7F800000)) == np.uint32(0x7F800000), d, d & ~drop).astype(np.uint32)
 
 
 #: the fp8 -> f32 rule measured on the H100 (traces/wgmma/README.md)
-FP8_F32 = Fp8Accumulator()
+FP8_F32 = Fp8Accumulator(_FP8_13, "fp8_f32")
 
 #: the competing hypotheses for e4m3/e5m2 (k32): an MmaModel, a ProductsThenC, an Fp8Accumulator or EXACT each
 FP8_HYPOTHESES = types.MappingProxyType({
@@ -202,7 +211,7 @@ def _one_step(a, b, c, n, k, afmt, bfmt, dfmt, rule, engine) -> np.ndarray:
     if isinstance(rule, str):  # EXACT
         return exact_sum_model(a, b, c, afmt=afmt, bfmt=bfmt, dfmt=dfmt)
     if isinstance(rule, Fp8Accumulator):
-        return fp8_accumulate(a, b, c, afmt=afmt, bfmt=bfmt, rule=rule)
+        return rule.keep(_one_step(a, b, c, n, k, afmt, bfmt, dfmt, rule.model, engine))
     if isinstance(rule, ProductsThenC):
         p = _one_step(a, b, np.zeros(c.shape, np.uint32), n, k, afmt, bfmt, F32, rule.model, engine)
         return exact_add(c, p, dfmt=dfmt)
@@ -367,53 +376,6 @@ def _round_ints(total, unit: int, dfmt: FloatFormat) -> np.ndarray:
     code = np.zeros(flat.size, np.uint8)  # _C_FINITE
     mode = rule.round_f32 if dfmt is F32 else rule.round_f16
     return _finish_round_exact(sign, mag, exp, code, dfmt, mode, rule, sticky=sticky).reshape(np.shape(total))
-
-
-def _values(bits, fmt: FloatFormat) -> tuple[np.ndarray, np.ndarray]:
-    """(value as float64, exponent field: the unbiased exponent, emin for a subnormal) of bit patterns; NaN and
-    Inf as float64 NaN / Inf, zeros -0 / +0."""
-    sign, sig, exp, cls = decode(bits, fmt)
-    v = np.ldexp(sig.astype(np.float64), exp.astype(np.int64))
-    v = np.where(cls == NAN, np.nan, np.where(cls == INF, np.inf, v))
-    return np.where(sign == 1, -v, v), exp + fmt.mbits
-
-
-def _exponent(x: np.ndarray) -> np.ndarray:
-    """floor(log2 |x|) of finite nonzero float64 values, exactly (frexp); -2^30 for zeros."""
-    _, e = np.frexp(x)
-    return np.where(x == 0, -(1 << 30), e.astype(np.int64) - 1)
-
-
-def fp8_accumulate(a, b, c, *, afmt: FloatFormat, bfmt: FloatFormat, rule: Fp8Accumulator = FP8_F32) -> np.ndarray:
-    """D (f32 bit patterns) of one fp8 wgmma with an f32 D under the :class:`Fp8Accumulator` rule. a (..., rows,
-    32), b (..., 32, n) fp8 bit patterns, c (..., rows, n) f32 bit patterns.
-
-    Exact in float64: a product of two fp8 significands has at most 8 bits, the truncated terms are multiples of
-    2^(E - frac_bits) below 2^(E + 2), so the sum of 33 of them needs fewer than 53 bits."""
-    va, fa = _values(a, afmt)
-    vb, fb = _values(b, bfmt)
-    cv, _ = _values(c, F32)
-    big = -(1 << 30)
-    with np.errstate(invalid="ignore", over="ignore"):
-        prods = va[..., :, :, None] * vb[..., None, :, :]  # (..., rows, 32, n)
-        finite = np.isfinite(prods)
-        live = finite & (prods != 0)
-        pe = np.where(live, fa[..., :, :, None] + fb[..., None, :, :], big)
-        cf = np.where(np.isfinite(cv), cv, 0.0)
-        e = np.maximum(pe.max(axis=-2), _exponent(cf))
-        e = np.where(e == big, 0, e)
-        q = np.ldexp(1.0, e - rule.frac_bits)
-        terms = np.where(finite, prods, 0.0)
-        s = (np.trunc(terms / q[..., None, :]) * q[..., None, :]).sum(axis=-2) + np.trunc(cf / q) * q
-        top = np.ldexp(1.0, _exponent(s) - rule.acc_bits)
-        s = np.where(s == 0, 0.0, np.trunc(s / np.where(s == 0, 1.0, top)) * top)  # an exact zero is +0
-        d = s.astype(np.float32)
-        # Inf and NaN terms: their own sum (a NaN operand, Inf x 0 or Infs of both signs give NaN)
-        special = np.where(finite, 0.0, prods).sum(axis=-2) + np.where(np.isfinite(cv), 0.0, cv)
-        d = np.where(special != 0, special.astype(np.float32), d)
-        d = np.where(np.isnan(special), np.float32(np.nan), d)
-    out = d.view(np.uint32)
-    return np.where(np.isnan(d), np.uint32(F32.canonical_nan), out).astype(np.uint32)
 
 
 def exact_sum_model(a, b, c, *, afmt: FloatFormat, bfmt: FloatFormat, dfmt: FloatFormat) -> np.ndarray:

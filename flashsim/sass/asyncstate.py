@@ -60,7 +60,7 @@ class BarrierHistory:
         self.tx_by: set[int] = set()  # warps that announced transactions (expect_tx) or issued bulk copies
         self.init_pc = init_pc  # the mbarrier.init's PC
         self.sites: dict[int, int] = {}  # warp -> PC of its arrivals in the current phase
-        self.tx_sites: dict[int, int] = {}  # PC -> bytes announced there (expect_tx) in the current phase
+        self.tx_sites: dict[tuple, int] = {}  # (PC, warp) -> bytes announced there (expect_tx) this phase
         self.late = 0  # copies that landed after the phase they were issued in had completed
 
     def new_phase(self) -> None:
@@ -95,7 +95,7 @@ class AsyncState:
         # fence.proxy.async / fence.mbarrier_init log: per CTA the number of async-proxy fences, and the
         # (step, cta, warp, pc, kind) records (a later hazard checker orders generic- and async-proxy
         # accesses with them)
-        self.protocol: list[dict] = []  # protocol findings: kind, cta, warp, pcs, message (checking reports them)
+        self.protocol: list[dict] = []  # protocol findings: kind, cta, sites [(pc, warp)], message (checking reports)
         self.fences = np.zeros(A, np.int64)
         self.fence_log: list[tuple] = []
         self.inited = np.zeros((A, max(1, m.smem.size // 8)), bool)  # 8-byte words initialised as mbarriers
@@ -234,7 +234,7 @@ class AsyncState:
                         clocks.mbar_release(ca, cad, clocks.release(ca, wv))
                 if gtx[g] > 0:
                     h.tx_by.add(wv)
-                    h.tx_sites[ins.pc] = h.tx_sites.get(ins.pc, 0) + int(gtx[g])
+                    h.tx_sites[(ins.pc, wv)] = h.tx_sites.get((ins.pc, wv), 0) + int(gtx[g])
                 if self.recording(m):
                     kind = "arrive" if gcount[g] else "expect_tx" if gtx[g] > 0 else "complete_tx"
                     self.log(m, ca, wv, ins.pc, kind, cad, h.phases,
@@ -558,7 +558,7 @@ class AsyncState:
         if not h.tx_sites:
             return ""
         return " (this phase's expect_tx: " + ", ".join(f"{n} bytes at {m.program.source_line(pc)}"
-                                                        for pc, n in sorted(h.tx_sites.items())) + ")"
+                                                        for (pc, _), n in sorted(h.tx_sites.items())) + ")"
 
     @staticmethod
     def _init_note(m, h: BarrierHistory) -> str:
@@ -573,7 +573,7 @@ class AsyncState:
             return
         name = self.barrier_name(a, c["mbar"])
         self.protocol.append({
-            "kind": "expect_tx", "cta": int(m.cta_ids[a]), "warp": int(c["w"]), "pcs": [int(c["pc"])],
+            "kind": "expect_tx", "cta": int(m.cta_ids[a]), "sites": [(int(c["pc"]), int(c["w"]))],
             "message": f"{name}: a bulk copy of {len(c['data'])} bytes issued at {m.program.source_line(c['pc'])} "
                        f"during phase #{c['phase']} landed after that phase completed, in phase #{h.phases}: the "
                        "phase's expect_tx announced fewer bytes than its copies bring (the surplus complete_tx "
@@ -589,23 +589,24 @@ class AsyncState:
                 continue
             f = {k: int(v) for k, v in mb.fields(words[a, addr >> 3]).items()}
             arrived = f["expected"] - f["pending"]
-            base = {"cta": int(m.cta_ids[a]), "warp": -1}
+            base = {"cta": int(m.cta_ids[a])}
             name = self.barrier_name(a, addr)
             if arrived:
                 who = ", ".join(f"{location(warp=x)} x{n} at {m.program.source_line(h.sites[x])}"
                                 for x, n in sorted(h.now.items()) if x in h.sites)
-                self.protocol.append({**base, "kind": "arrival_count", "pcs": sorted(set(h.sites.values())),
+                self.protocol.append({**base, "kind": "arrival_count",
+                                      "sites": sorted((pc, x) for x, pc in h.sites.items()),
                                       "message": f"{name}: the kernel ended with phase #{h.phases} holding {arrived} "
                                                  f"of its {f['expected']} arrivals ({who}){self._init_note(m, h)}: the "
                                                  "init count and the arrivals per phase differ"})
             if f["tx"]:
-                self.protocol.append({**base, "kind": "expect_tx", "pcs": sorted(h.tx_sites),
+                self.protocol.append({**base, "kind": "expect_tx", "sites": sorted(h.tx_sites),
                                       "message": f"{name}: the kernel ended with a tx-count of {f['tx']} bytes in phase "
                                                  f"#{h.phases}{self._tx_note(m, h)}: expect_tx and the bytes of the "
                                                  "copies differ"})
         for c in self.copies:
-            self.protocol.append({"cta": int(m.cta_ids[c["a"]]), "warp": int(c["w"]), "kind": "copy_in_flight",
-                                  "pcs": [int(c["pc"])],
+            self.protocol.append({"cta": int(m.cta_ids[c["a"]]), "kind": "copy_in_flight",
+                                  "sites": [(int(c["pc"]), int(c["w"]))],
                                   "message": f"a bulk copy of {len(c['data'])} bytes issued at "
                                              f"{m.program.source_line(c['pc'])} had not landed when its CTA exited "
                                              "(nothing waited on its mbarrier)"})

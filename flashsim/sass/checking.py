@@ -160,12 +160,11 @@ class ProtocolIssue:
     """An mbarrier / bulk-copy protocol finding (with ``races``): ``kind`` 'arrival_count' (a phase left
     part-way at exit), 'expect_tx' (announced bytes unlike the copies: a copy landing after its phase completed,
     or a tx-count left at exit), 'copy_in_flight' (a bulk copy nobody waited for when its CTA exited). ``sites``:
-    the instructions involved (arrivals, expect_tx, copies) as Accesses."""
+    the instructions involved (arrivals, expect_tx, copies) as Accesses, each with its warp."""
 
     kind: str
     message: str
     cta: int
-    warp: int
     sites: tuple = ()
 
     @property
@@ -334,8 +333,8 @@ class Report:
             "races": [dict(kind=r.kind, addr=r.addr, first=asdict(r.first), second=asdict(r.second))
                       for r in self.race_sites] if self.races else None,
             "race_count": self.race_count if self.races else None,
-            "protocol": [dict(kind=p.kind, message=p.message, cta=p.cta, warp=p.warp,
-                              sites=[asdict(a) for a in p.sites]) for p in self.protocol] if self.races else None,
+            "protocol": [dict(kind=p.kind, message=p.message, cta=p.cta, sites=[asdict(a) for a in p.sites])
+                         for p in self.protocol] if self.races else None,
             "uninitialized": [dict(space=u.space, addr=u.addr, nbytes=u.nbytes, access=asdict(u.access))
                               for u in self.uninitialized] if self.initcheck else None,
             "uninit_count": self.uninit_count if self.initcheck else None,
@@ -577,9 +576,9 @@ class _LaunchProbe:
                 if len(rep.protocol) >= rep.max_records:
                     break
                 a = int(np.nonzero(m.cta_ids == p["cta"])[0][0])
-                sites = tuple(rep._access(self.name, self.program, m, a, max(p["warp"], 0), 0, f"{pc:#06x}", p["kind"])
-                              for pc in p["pcs"])
-                rep.protocol.append(ProtocolIssue(p["kind"], p["message"], p["cta"], p["warp"], sites))
+                sites = tuple(rep._access(self.name, self.program, m, a, w, 0, f"{pc:#06x}", p["kind"])
+                              for pc, w in p["sites"])
+                rep.protocol.append(ProtocolIssue(p["kind"], p["message"], p["cta"], sites))
         if rep.initcheck:
             for (c, w, l, a, n, tag) in sm.uninit:
                 rep._add_uninit(UninitRead("shared", a, n, rep._access(self.name, self.program, m, c, w, l, tag, "read")))

@@ -34,7 +34,7 @@ from flashsim.errors import FlashsimError, SimulatedFault, location
 from flashsim.sass.isa import PT, Instr
 
 __all__ = ["BarrierDeadlock", "ExecOptions", "Machine", "SchedulePolicy", "StepBudgetExceeded", "fault", "lane_bits", "lanes_of",
-           "warps_of"]
+           "warp_lanes", "warps_of"]
 
 RUN, EXITED, WAIT, BAR, NONE, PARK = 0, 1, 2, 3, 4, 5
 POLL_MASK = 1023  # Machine.poll runs every 1024 scheduling steps
@@ -106,6 +106,16 @@ def warps_of(m: "Machine", ex) -> np.ndarray:
         return (m.st == RUN).any(axis=2)
     ex = np.asarray(ex, bool)
     return ex.any(axis=2) if ex.ndim == 3 else ex
+
+
+def warp_lanes(m: "Machine", a: int, w: int) -> np.ndarray:
+    """(A, W, 32) bools: the runnable lanes of warp (a, w), or its lane 0 when none is (the lanes a uniform
+    instruction's fault or mbarrier update names)."""
+    mask = np.zeros(m.st.shape, bool)
+    mask[a, w] = m.st[a, w] == RUN
+    if not mask.any():
+        mask[a, w, 0] = True
+    return mask
 
 
 def lane_bits(lanes: np.ndarray) -> np.ndarray:
@@ -305,18 +315,18 @@ class Machine:
         at = run & np.isin(self.pc, coll)
         if not at.any():
             return run
-        out = run.copy()
-        gated = np.zeros_like(run)
-        for a, w in {(int(x), int(y)) for x, y in zip(*np.nonzero(at.any(axis=2)))}:
-            wg = range(w - w % 4, min(w - w % 4 + 4, self.W))
-            pc = int(self.pc[a, w][at[a, w]][0])
-            if all(((self.pc[a, x] == pc) & run[a, x]).any() for x in wg) and len(wg) == 4:
-                continue
-            gated[a, w] = at[a, w] & (self.pc[a, w] == pc)
-        if gated.any():
-            out &= ~gated
-            self._gated = gated
-        return out
+        # per warp: the collective PC its lanes are at (-1: none); a warpgroup is ready when its four warps
+        # are at the same one (the block's last warpgroup may be short of warps: never ready)
+        pcw = np.where(at, self.pc, -1).max(axis=2)
+        pad = (-self.W) % 4
+        grp = np.pad(pcw, ((0, 0), (0, pad)), constant_values=-2).reshape(self.A, -1, 4)
+        ready = ((grp == grp[..., :1]) & (grp >= 0)).all(axis=2)
+        ready = np.repeat(ready, 4, axis=1)[:, :self.W]
+        gated = at & ~ready[..., None] & (self.pc == pcw[..., None])
+        if not gated.any():
+            return run
+        self._gated = gated
+        return run & ~gated
 
     def _pick(self):
         """The next (pc, active lanes), or None when every lane has exited."""

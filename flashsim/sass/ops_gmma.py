@@ -377,7 +377,7 @@ def _shared_operands(m, ins, form: GmmaForm, g: int, aw, ww, checking: bool):
             out[sel] = el if which == "A" else np.swapaxes(el, 1, 2)
             parts.append(addr.reshape(-1))
         if checking:  # the bytes read, per operand pair: a pipeline reuses a few (one per stage and k-step)
-            cache = m.__dict__.setdefault("_gmma_reads", {})
+            cache = m.gmma_state().reads
             key = (int(keys[0, j]), int(keys[1, j]), int(keys[2, j]), form.a_regs, form.n, form.k, form.esize)
             used = cache.get(key)
             if used is None:
@@ -438,6 +438,7 @@ class WgmmaState:
         self.groups: dict = {}  # (a, w) -> [[_Issue]] committed groups, oldest first
         self.busy = np.zeros((A, W), bool)  # warps with a wgmma in flight
         self.live = 0  # how many
+        self.reads: dict = {}  # (descriptors, quad, form) -> the shared bytes one warp's operands read (checking)
         probe = m.probe
         self.probe = probe if probe is not None and probe.report.races else None
         self.checking = self.probe is not None

@@ -43,7 +43,7 @@ from __future__ import annotations
 import numpy as np
 
 from flashsim.sass.isa import PT, RZ, URZ
-from flashsim.sass.machine import RUN, fault, lanes_of, warps_of
+from flashsim.sass.machine import fault, lanes_of, warp_lanes, warps_of
 from flashsim.sass.ops_mem import _address
 from flashsim.sass.program import Ctx, semantic
 
@@ -295,10 +295,7 @@ def ublkcp(ctx: Ctx):
         for a, w in zip(*np.nonzero(warps)):
             a, w = int(a), int(w)
             n = size_of(m, a, w)
-            mask = np.zeros(m.st.shape, bool)
-            mask[a, w] = m.st[a, w] == RUN
-            if not mask.any():
-                mask[a, w, 0] = True
+            mask = warp_lanes(m, a, w)
             if to_shared:
                 d_all, bar_all = dst(m)
                 d, bar = int(d_all[a, w]), int(bar_all[a, w])

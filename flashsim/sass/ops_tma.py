@@ -47,7 +47,7 @@ import numpy as np
 from flashsim.sass import tensormap as T
 from flashsim.sass.isa import RZ, URZ
 from flashsim.sass.launch import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
-from flashsim.sass.machine import RUN, fault, warps_of
+from flashsim.sass.machine import fault, warp_lanes, warps_of
 from flashsim.sass.program import Ctx, semantic
 
 __all__ = ["MAP_ALIGN", "read_tensor_map"]
@@ -83,14 +83,6 @@ def _operands(ctx: Ctx, what_first: str) -> tuple[tuple[int, int], tuple[int, in
         extra = ctx.ops[2].text if len(ctx.ops) > 2 else "none"
         raise ctx.unsupported(f"{ctx.ins.text} (operand {extra}: cache hints, multicast masks and im2col offsets)")
     return _ureg(ctx, 0, what_first), _ureg(ctx, 1, "the tensor map's address")
-
-
-def _warp_mask(m, a: int, w: int) -> np.ndarray:
-    mask = np.zeros(m.st.shape, bool)
-    mask[a, w] = m.st[a, w] == RUN
-    if not mask.any():
-        mask[a, w, 0] = True
-    return mask
 
 
 def _u64(m, u: int, off: int, a: int, w: int) -> int:
@@ -217,7 +209,7 @@ def utmaldg(ctx: Ctx):
         S = m.async_state()
         for a, w in zip(*np.nonzero(warps)):
             a, w = int(a), int(w)
-            mask = _warp_mask(m, a, w)
+            mask = warp_lanes(m, a, w)
             dst = int(m.UR[ud][a, w]) + doff
             bar = int(m.UR[ud + 1][a, w])
             full = np.zeros(m.st.shape, np.int64)
@@ -253,7 +245,7 @@ def _store_factory(ctx: Ctx, op: str | None):
             return
         for a, w in zip(*np.nonzero(warps)):
             a, w = int(a), int(w)
-            mask = _warp_mask(m, a, w)
+            mask = warp_lanes(m, a, w)
             src = int(m.UR[us][a, w]) + soff
             tm = _tensor_map(m, ins, mask, _u64(m, um, moff, a, w), rank)
             _check_box(m, ins, mask, tm, src, "shared source")
@@ -309,7 +301,7 @@ def utmapf(ctx: Ctx):
     def run(m, ex):
         warps = warps_of(m, ex)
         for a, w in zip(*np.nonzero(warps)):
-            _tensor_map(m, ins, _warp_mask(m, int(a), int(w)), _u64(m, um, moff, int(a), int(w)), rank, False)
+            _tensor_map(m, ins, warp_lanes(m, int(a), int(w)), _u64(m, um, moff, int(a), int(w)), rank, False)
     return run
 
 

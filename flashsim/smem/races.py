@@ -106,6 +106,9 @@ class _Shadow:
         self.ws = np.zeros((3,) + shape, np.int32)
         self.tag = np.zeros((3,) + shape, np.int32)
         self.bytes = np.zeros((3,) + shape, np.uint8)
+        # the async proxy's byte-address sets as (words, byte masks): a pipeline's copies and wgmma operands
+        # cover the same few regions over and over (one per stage and k-step)
+        self.regions: dict = {}
         # pending cp.async writes
         self.a_tid = np.full(shape, -1, np.int32)
         self.a_group = np.zeros(shape, np.int32)
@@ -330,11 +333,10 @@ class RaceDetector:
         return word[starts], mask.astype(np.uint8)
 
     def _words_of(self, addrs):
-        """:meth:`_byte_words`, remembered per address set: a pipeline's copies and wgmma operands cover the same
-        few shared-memory regions over and over (one per stage and k-step)."""
+        """:meth:`_byte_words`, remembered per address set in the shadow (``_Shadow.regions``)."""
         a = np.ascontiguousarray(np.asarray(addrs, np.int64).reshape(-1))
         key = (a.size, hash(a.data.tobytes()))
-        cache = self.__dict__.setdefault("_word_cache", {})
+        cache = self.shadow.regions
         hit = cache.get(key)
         if hit is not None and np.array_equal(hit[0], a):
             return hit[1], hit[2]

@@ -371,6 +371,31 @@ def test_unmodelled_forms_raise_when_executed():
         k((1,), (32,), (np.zeros(1, np.dtype([("o", "<u8", (16,))], align=True))[0], np.int32(0), np.uint32(0)))
 
 
+def test_the_tensormap_proxy_fence_is_refused_with_its_pc():
+    import flashsim.cuda as fc
+
+    src = r"""
+    struct __align__(64) fs_tensor_map { unsigned long long opaque[16]; };
+    extern "C" __global__ void fence_map(const __grid_constant__ fs_tensor_map tm) {
+        asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" :: "l"(&tm) : "memory");
+    }
+    """
+    from flashsim.sass.toolchain import disassemble
+
+    mod = fc.RawModule(code=src, options=("-std=c++17",))
+    ops = {r["opcode"] for fn in disassemble(mod.cubin)[1] for r in fn["sass-instructions"]}
+    assert "UTMACCTL.IV" in ops
+    f = mod.get_function("fence_map")
+    # ptxas puts a wait on every scoreboard before it: that DEPBAR is refused first, when it runs
+    with pytest.raises(NotImplementedError, match=r"DEPBAR \{5,4,3,2,1,0\} \(a wait on a set of scoreboards.*"
+                                                  r"pc=0x[0-9a-f]{4} .*kernel.cu:\d+"):
+        f((1,), (32,), (np.zeros(1, np.dtype([("o", "<u8", (16,))], align=True))[0],))
+    prog = f._prog()
+    pc = next(p for p, ins in prog.instructions.items() if ins.opcode == "UTMACCTL")
+    with pytest.raises(NotImplementedError, match=r"UTMACCTL.IV .*not yet compared with the H100.*pc=0x[0-9a-f]{4}"):
+        prog.compiled[pc](None, None)
+
+
 def test_the_opcode_table_lists_the_tma_instructions():
     from flashsim.sass import opcodes
 
@@ -512,7 +537,7 @@ def test_replay_of_the_h100_record():
     assert rec["encode/rc"].size == 14670
     # data movement: the GPU's map bytes mean the case's fields (TensorMap.from_bytes); the interpreter's
     # buffer has its own address, so the map is re-encoded there
-    replayed = 0
+    replayed = prefetched = map_prefetched = 0
     for phase in ("load", "reduce"):
         n = int(rec[f"{phase}/count"])
         for i in range(n):
@@ -541,7 +566,11 @@ def test_replay_of_the_h100_record():
                     if k in got:
                         assert np.array_equal(mine[k], got[k]), f"{phase} case {i} ({c.note}): {k} differs from the H100"
             replayed += 1
+            prefetched += bool(c.flags & V.F_PREFETCH)
+            map_prefetched += bool(c.flags & V.F_PREFETCH_MAP)
     assert replayed >= REPLAYED_CASES, replayed
+    # UTMAPF (cp.async.bulk.prefetch.tensor) and UTMACCTL.PF (prefetch.tensormap) before the copy
+    assert (prefetched, map_prefetched) == (34, 36)
 
 
 #: the interleaved cases of run 4 (traces/tma/tma_interleaved.npz, bytes and all) that ran on the H100, and how

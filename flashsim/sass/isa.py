@@ -155,6 +155,8 @@ def parse_operand(text: str) -> Operand:
         t = t[1:end] + t[end + 1:]
     if t.startswith("SR_") or t == "SRZ":
         return Operand("sr", name=t, text=full)
+    if re.match(r"^\{\s*\d+(\s*,\s*\d+)*\s*\}$", t):  # DEPBAR {5,4,3,2,1,0}: a set of scoreboards (bit mask)
+        return Operand("sblist", value=sum(1 << int(x) for x in t.strip("{}").split(",")), text=full)
     if t.startswith("$") or t.startswith("`("):
         return Operand("target", name=t.strip("`()"), value=-1, text=full)
     if _HEX.match(t):
@@ -178,12 +180,12 @@ def parse_operand(text: str) -> Operand:
 
 
 def split_operands(text: str) -> list[str]:
-    """Split at top-level commas (none occur inside brackets in nvdisasm's output, but be safe)."""
+    """Split at top-level commas: not inside brackets, nor inside a scoreboard set ``{5,4,3,2,1,0}``."""
     out, depth, cur = [], 0, []
     for ch in text:
-        if ch == "[":
+        if ch in "[{":
             depth += 1
-        elif ch == "]":
+        elif ch in "]}":
             depth -= 1
         if ch == "," and depth == 0:
             out.append("".join(cur))

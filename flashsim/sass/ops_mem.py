@@ -410,6 +410,8 @@ def depbar(ctx: Ctx):
     # DEPBAR.LE SB0, n: wait until at most n LDGSTS groups are pending (cp.async.wait_group n). Other
     # scoreboards track in-flight register results, which this in-order model completes at once.
     ops = ctx.ops
+    ctx.need(not ops or ops[0].kind != "sblist", f"{ctx.ins.text} (a wait on a set of scoreboards, as before "
+                                                 "fence.proxy.tensormap: not yet compared with the H100)")
     if ops and ops[0].kind == "sb" and ops[0].index == 0:
         ctx.need("LE" in ctx.mods and len(ops) >= 2 and ops[1].kind == "imm", f"{ctx.ins.text}")
         n = ops[1].value

@@ -168,11 +168,20 @@ def test_ptxas_repairs_the_missing_accumulator_wait(builds):
     accumulators after WARPGROUP.DEPBAR.LE gsb0, 0x0 and the catalogue expects no report."""
     good = builds[V.build_key("wgmma_gemm", 0, GG_CONSUMERS=2, GG_STAGES=4)]
     bad = builds[V.build_key("wgmma_gemm", 3, GG_CONSUMERS=2, GG_STAGES=4)]
-    assert "C7517" in bad.log and "C7517" not in good.log
-    s = _sass(bad.cubin)
-    last_mma = max(i for i, x in enumerate(s) if "HGMMA" in x)
-    first_store = min(i for i, x in enumerate(s) if x.split(" ")[0].startswith("STG") and i > last_mma)
-    assert any(x.endswith("gsb0,0x0") for x in s[last_mma:first_store])
+
+    def waits(b):  # the warpgroup waits between the last wgmma and the first store of C
+        s = _sass(b.cubin)
+        last_mma = max(i for i, x in enumerate(s) if "HGMMA" in x)
+        first_store = min(i for i, x in enumerate(s) if x.split(" ")[0].startswith("STG") and i > last_mma)
+        return [x.split()[-1] for x in s[last_mma:first_store] if "WARPGROUP.DEPBAR" in x]
+
+    # the correct build: the loop's wait_group 1, then wait_group 0; gg3: its own wait_group 1 where the 0 was,
+    # then the wait 0 ptxas injected before the epilogue's first accumulator read
+    assert waits(good) == ["gsb0,0x1", "gsb0,0x0"]
+    assert waits(bad) == ["gsb0,0x1", "gsb0,0x1", "gsb0,0x0"]
+    # ptxas says so (C7517) in NVRTC's log, where it prints its info lines: the NVRTC of the H100 machine's
+    # toolkit prints them the first time a program is compiled only (a second process's log was empty)
+    assert "C7517" not in good.log and ("C7517" in bad.log or not bad.log)
     assert HM.mutant("gg3").kind == "none"
 
 

@@ -636,6 +636,15 @@ def test_every_fp8_pair_agrees_on_the_h100():
     assert {f.name for f in V.FORMS} >= set(forms)
 
 
+def test_the_fp8_f32_rule_on_the_mma_engine_agrees_with_a_third_h100_run():
+    import gzip
+
+    rep = json.loads(gzip.open(H100_SAMPLES.parent / "wgmma_report_fp8f32_review.json.gz", "rt").read())
+    forms = {f["form"]: f for f in rep["forms"]}
+    assert len(forms) == 5 and all(f["form"].split(".")[1] == "f32" for f in forms.values())
+    assert all(f["hypotheses"]["default"] == 0 and f["outputs"] == 5920768 for f in forms.values())
+
+
 def _f32(x) -> np.ndarray:
     return np.asarray(x, np.float32).view(np.uint32)
 

@@ -318,7 +318,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                            "toolchain": versions(), "date": time.strftime("%Y-%m-%d")}
     ok = True
     if a.cmd == "sweep":
+        known = [V.build_key(k, 0, **dict(c)) for k, c, _ in SWEEP_RUNS]
         keys = set(a.builds.split(",")) if a.builds else None
+        if keys is not None and keys - set(known):
+            ap.error(f"--builds: unknown {sorted(keys - set(known))} (builds: {', '.join(known)})")
         out["sweeps"] = []
         for kernel, config, problem in SWEEP_RUNS:
             key = V.build_key(kernel, 0, **dict(config))
@@ -332,6 +335,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"with the H100's bits, {r['seconds']}s{'' if good else '  FAILED'}", flush=True)
     else:
         only = set(a.only.split(",")) if a.only else None
+        if only is not None and only - {m.id for m in HM.MUTANTS}:
+            ap.error(f"--only: unknown mutants {sorted(only - {m.id for m in HM.MUTANTS})} "
+                     f"(mutants: {', '.join(m.id for m in HM.MUTANTS)})")
         out["mutants"] = []
         for m in HM.MUTANTS:
             if only is not None and m.id not in only:

@@ -195,3 +195,11 @@ def test_explore_labels_every_schedule():
     labels = [lab for lab, _ in runs]
     assert labels[0] is None and labels[-1] == 5 and any(isinstance(x, SchedulePolicy) for x in labels)
     assert len({d for _, d in runs}) == 1
+
+
+@pytest.mark.parametrize("argv,message", [(["sweep", "--builds", "tma_pipeline_s9_m0"], "--builds: unknown"),
+                                          (["mutants", "--only", "tp1,zz9"], "--only: unknown mutants ['zz9']")])
+def test_the_command_names_an_unknown_build_or_mutant(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        H.main(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err

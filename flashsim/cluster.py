@@ -37,6 +37,7 @@ elsewhere should run without Dask's default ``MALLOC_TRIM_THRESHOLD_=65536`` (se
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import contextvars
 import logging
@@ -313,7 +314,19 @@ class Cluster:
                     came = [i for i in came if pending[i].done()]
                 for i in came:
                     f = pending.pop(i)
-                    kind, value = self._outcome(f, i, chunks)
+                    try:
+                        if f.status == "cancelled":
+                            raise concurrent.futures.CancelledError
+                        kind, value = self._outcome(f, i, chunks)
+                    except concurrent.futures.CancelledError:
+                        # cancelled, or forgotten between its end and the fetch of its result, while workers
+                        # died (another batch's error comes first when it is already in): run it again
+                        if tries[i] > MAX_RESEND:
+                            raise ClusterError(f"{_ctas(chunks[i])} (batch {i + 1} of {len(chunks)}) was cancelled "
+                                               f"by the cluster {tries[i]} times before it finished (did the "
+                                               "cluster shut down?)") from None
+                        pending[i] = submit(i)
+                        continue
                     f.release()
                     with lock:
                         finished.add(i)

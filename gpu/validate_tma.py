@@ -27,6 +27,11 @@ costs one case and not the run; a case whose child dies is recorded with the err
            128 bytes, a swizzled map on a 16-byte-aligned global address, coordinates at the int32 limits,
            an mbarrier expecting fewer or more bytes than the box, a start off a 16-byte boundary, a store
            below 0, reductions on types the H100 stopped or the PTX ISA does not list.
+  interleave  ~160 interleaved maps drawn by flashsim's model of interleave (interleave_cases: chunks along
+           dimension 0, dimension rank - 2 not traversed, overlapping rows, every swizzle, a quarter reductions),
+           each expecting the model's box bytes: a held-out test of that model.
+
+``--phases load,interleave`` runs only the phases named (default: all).
 
 Every case's kernel runs from the cubin flashsim's NVRTC builds (gpu/kernels/probe_tma.cu, sm_90a); the
 bytes are saved with the record so that the interpreter replays the very code the GPU ran
@@ -88,7 +93,7 @@ TIMEOUT_CYCLES = 2_000_000  # tma_load's bounded wait (~1 ms at 1.98 GHz)
 BLOCK = 128
 F_INVERT, F_GLOBAL_MAP, F_PREFETCH, F_PREFETCH_MAP = 1, 2, 4, 8
 REDUCE_OPS = {"store": 0, "add": 1, "min": 2, "max": 3, "inc": 4, "dec": 5, "and": 6, "or": 7, "xor": 8}
-KIND = {"main": 0, "reduce": 1, "risky": 2}
+KIND = {"main": 0, "reduce": 1, "risky": 2, "interleave": 3}
 BASE_ADDRESS = 0x7F3A_1234_5600  # the global address of the encode sweeps' base maps (256-byte aligned)
 #: the probe's interface and case rules: 1 = the first H100 run (switch dispatch, unaligned and negative
 #: starts); 2 = one-hot rank/op selectors, dimension-0 starts 16-byte aligned, stores at non-negative starts
@@ -649,6 +654,66 @@ def risky_cases(seed: int) -> list[TmaCase]:
     c.op, c.note = "xor", "reduce xor on INT64 (stopped the H100 in run 1)"
     c.coords = c.store_coords = (0, 0, 0, 0, 0)
     out.append(c)
+    return out
+
+
+def interleave_cases(seed: int, n: int = 160) -> list[TmaCase]:
+    """Interleaved maps laid out as flashsim.sass.tensormap models them (INTERLEAVE_CHUNK: dimension 0 in 16- or
+    32-byte chunks, dimension rank - 2 not traversed, rows packed): ranks 3..5, 1..8-byte types, every swizzle,
+    element strides, strides narrower than a row (rows overlapping in global memory), boxes along dimension
+    rank - 2 of 1..17, starts inside, across and outside the tensor; the expect-tx is the model's box bytes and
+    the shared region holds the model's box. A quarter are reductions (an operation the type takes). Drawn
+    without the model's bytes in view: a record of them is a held-out test of the model."""
+    rng = np.random.default_rng([seed, 19])
+    ops = {dt: [op for op, types in REDUCE_PLAN if dt in types] for dt in DTYPE_SIZES}
+    out: list[TmaCase] = []
+    while len(out) < n:
+        dt = int(rng.choice([0, 1, 6, 6, 9, 9, 7, 7, 3, 8, 2, 5, 4]))
+        es = DTYPE_SIZES[dt]
+        r = int(rng.choice([3, 3, 4, 4, 5]))
+        il = int(rng.choice([1, 2]))
+        chunk = 16 if il == 1 else 32
+        sw = int(rng.choice([0, 1, 2, 3]))
+        b0 = int(rng.choice([b for b in range(1, 33) if (b * es) % 16 == 0]))  # the driver: boxDim[0]*es % 16
+        box = [b0] + [int(rng.choice([1, 2, 3, 4, 5, 8, 16, 17])) for _ in range(r - 1)]
+        estr = [1] * r if rng.random() < 0.7 else [int(rng.integers(1, 5)) for _ in range(r)]
+        dims = [int(rng.integers(1, 2 * b0 + 4))] + [int(rng.integers(1, 2 * b + 4)) for b in box[1:]]
+        strides, prev = [], dims[0] * chunk
+        for i in range(1, r):
+            if i == 1 and rng.random() < 0.25:
+                s_ = chunk * int(rng.integers(1, max(2, dims[0])))  # narrower than a row: rows overlap
+            else:
+                s_ = -(-prev // chunk) * chunk + chunk * int(rng.integers(0, 3))
+            strides.append(s_)
+            prev = s_ * dims[i]
+        foot = dims[0] * chunk + sum((d - 1) * s_ for d, s_ in zip(dims[1:], strides))
+        if foot > 48 * 1024:
+            continue
+        align = 128 if sw else chunk
+        addr_off = align * int(rng.integers(0, 4))
+        mode = str(rng.choice(["inside"] * 8 + ["partial"] * 7 + ["outside"] * 2 + ["mixed"] * 3))
+        coords = _coords(rng, dims, box, mode)
+        if rng.random() < 0.5:
+            coords = (0,) + coords[1:]
+        dst_off = 1024 if not (sw and rng.random() < 0.15) else 1024 + 128 * int(rng.integers(1, 8))
+        c = TmaCase(len(out), "interleave", dt, r, tuple(dims), tuple(strides), tuple(box), tuple(estr), il, sw,
+                    int(rng.integers(0, 4)), int(rng.random() < 0.35) if dt in FLOAT_TYPES else 0,
+                    coords + (0,) * (5 - r), addr_off, addr_off + foot + 256, dst_off, 0, 0, 0, "store", mode)
+        try:
+            tm = c.tensor_map(0x7F00_0000_0000)
+        except (ValueError, NotImplementedError):
+            continue
+        n_units = tm.elements_per_dim
+        pitch = n_units[0] * chunk
+        extent = math.prod(n_units[1:]) * pitch
+        if extent > 16 * 1024:
+            continue
+        c.region = -(-(dst_off + extent + 1024) // 16) * 16
+        c.tx = tm.box_bytes
+        if ops[dt] and rng.random() < 0.25:
+            c.op = str(rng.choice(ops[dt]))
+            c.store_coords = tuple(max(0, int(x)) for x in c.coords)
+        out.append(c)
     return out
 
 
@@ -1269,9 +1334,13 @@ def _summary_encode(a: dict) -> dict:
     return out
 
 
+PHASES = ("encode", "param", "load", "reduce", "risky", "interleave")
+
+
 def validate(out: Path, *, seed: int, cases: int, record: bool, dry_run: bool, budget: float, log=print,
-             n_random: int = 3000, n_invalid: int = 600, fake: bool = False) -> dict:
-    """Run every phase (see the module docstring); returns the report (also written to out/tma_report.json)."""
+             n_random: int = 3000, n_invalid: int = 600, fake: bool = False, phases: Sequence[str] = PHASES) -> dict:
+    """Run the ``phases`` (see the module docstring; all by default); returns the report (also written to
+    out/tma_report.json)."""
     from flashsim.sass.toolchain import versions
 
     t0 = time.time()
@@ -1286,10 +1355,11 @@ def validate(out: Path, *, seed: int, cases: int, record: bool, dry_run: bool, b
         "toolchain": versions(), "cubin_sha256": b.sha256, "probe_version": PROBE_VERSION, "phases": {},
         "dry_run": dry_run}
     main_cases = make_cases(seed, cases)
-    red, risky = reduce_cases(seed), risky_cases(seed)
+    red, risky, inter = reduce_cases(seed), risky_cases(seed), interleave_cases(seed)
     enc = encode_cases(seed, n_random, n_invalid)
     report["planned"] = {"encode": len(enc), "im2col": len(im2col_cases()), "load": len(main_cases),
-                         "reduce": len(red), "risky": len(risky)}
+                         "reduce": len(red), "risky": len(risky), "interleave": len(inter)}
+    report["phases_run"] = list(phases)
     report["kernels"] = _check_cubin(b)
     arrays: dict[str, np.ndarray] = {"cubin/probe": np.frombuffer(b.cubin, np.uint8)}
     if dry_run:
@@ -1315,7 +1385,7 @@ def validate(out: Path, *, seed: int, cases: int, record: bool, dry_run: bool, b
     rc, text = _run_child(["--child", "launchcheck", *common], 60, log)
     report["launch_path"] = (out / "parts" / "launch_path.txt").read_text() if (out / "parts" /
                                                                                  "launch_path.txt").exists() else text
-    for phase in ("encode", "param"):
+    for phase in [p for p in ("encode", "param") if p in phases]:
         ts = time.time()
         rc, text = _run_child(["--child", phase, *common, "--n-random", str(n_random), "--n-invalid", str(n_invalid)],
                               deadline - time.time(), log)
@@ -1331,7 +1401,9 @@ def validate(out: Path, *, seed: int, cases: int, record: bool, dry_run: bool, b
         report["phases"][phase] = entry
         _write(out, report)
         log(f"{phase}: {json.dumps({k: v for k, v in entry.items() if not isinstance(v, (list, dict))})}")
-    for phase, cs in (("load", main_cases), ("reduce", red), ("risky", risky)):
+    for phase, cs in (("load", main_cases), ("reduce", red), ("risky", risky), ("interleave", inter)):
+        if phase not in phases:
+            continue
         ts = time.time()
         got = _case_phase(phase, cs, out / "parts", common, deadline, log)
         arrays.update({f"{phase}/{k}": v for k, v in got["arrays"].items()})
@@ -1340,6 +1412,10 @@ def validate(out: Path, *, seed: int, cases: int, record: bool, dry_run: bool, b
         if not fake:
             try:  # the GPU against flashsim's model of the box (flashsim.sass.tensormap)
                 entry["model"] = model_summary(got["arrays"], seed)
+                if phase == "interleave":  # also: which expect-tx completed (the model's box bytes, every case)
+                    info = got["arrays"].get("load_info")
+                    if info is not None and len(info):
+                        entry["model"]["loads_completed"] = int((np.asarray(info)[:, 0, 0] == 1).sum())
             except Exception as exc:  # noqa: BLE001 - the record matters more than the comparison
                 entry["model"] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
         report["phases"][phase] = entry
@@ -1449,7 +1525,7 @@ def _child(a) -> int:
         arrays = _phase_param(b, a.fake, path)
     else:
         cases = {"load": lambda: make_cases(a.seed, a.cases), "reduce": lambda: reduce_cases(a.seed),
-                 "risky": lambda: risky_cases(a.seed)}[a.child]()
+                 "risky": lambda: risky_cases(a.seed), "interleave": lambda: interleave_cases(a.seed)}[a.child]()
         d = parts / a.child
         d.mkdir(exist_ok=True)
         _phase_cases(b, a.seed, cases, d, a.start, a.fake, path)
@@ -1479,7 +1555,7 @@ def expected_case(seed: int, c: TmaCase, gaddr: int, base: int = 0x400) -> dict:
 
     def read(addrs):
         off = (np.asarray(addrs, np.uint64) - np.uint64(gaddr)).astype(np.int64)
-        return buf[off[:, None] + np.arange(tm.element_size)]
+        return buf[off[:, None] + np.arange(tm.unit_size)]
 
     if c.op == "store":
         sb, data = tmod.load_box(tm, co, base + c.dst_off, read)
@@ -1490,12 +1566,13 @@ def expected_case(seed: int, c: TmaCase, gaddr: int, base: int = 0x400) -> dict:
     smem = np.zeros(base + c.region, np.uint8)
     smem[base:] = src
     ga, elems = tmod.store_box(tm, tuple(c.store_coords[:c.rank]), base + c.dst_off, smem)
-    off = (ga - np.uint64(gaddr)).astype(np.int64)[:, None] + np.arange(tm.element_size)
+    off = (ga - np.uint64(gaddr)).astype(np.int64)[:, None] + np.arange(tm.unit_size)
     for inv in ((False, True) if c.op == "store" else (False,)):
         o = (~buf if inv else buf).copy()
-        if c.op != "store":
-            elems = tmod.reduce_elements(c.op, c.dtype, o[off], elems)
-        o[off] = elems
+        if c.op == "store":
+            o[off] = elems  # repeated addresses: the later unit wins
+        for lay in (tmod.in_order(off[:, 0]) if c.op != "store" else ()):  # overlapping units reduce in box order
+            o[off[lay]] = tmod.reduce_elements(c.op, c.dtype, o[off[lay]], elems[lay])
         out["store_out"].append(o)
     return out
 
@@ -1557,7 +1634,7 @@ def interleaved_cases(arrays: dict) -> dict:
     """Every case with an interleaved map, bytes and all (``<phase>/<index>/<key>``): the record keeps the other
     cases' bytes as digests, these are what a model of interleave needs."""
     out = {}
-    for phase in ("load", "reduce", "risky"):
+    for phase in ("load", "reduce", "risky", "interleave"):
         if f"{phase}/count" not in arrays:
             continue
         for i in range(int(arrays[f"{phase}/count"])):
@@ -1671,6 +1748,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="build and check everything that needs no GPU")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cases", type=int, default=400, help="load/store cases (default 400)")
+    ap.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated phases to run (default all: "
+                                                               f"{','.join(PHASES)})")
     ap.add_argument("--budget", type=float, default=170.0, help="seconds for the whole run (default 170)")
     ap.add_argument("--n-random", type=int, default=3000, help=argparse.SUPPRESS)
     ap.add_argument("--n-invalid", type=int, default=600, help=argparse.SUPPRESS)
@@ -1689,8 +1768,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         raise bad_argument("record", True, "a record holds the GPU's outputs: it cannot be made with --dry-run")
     t = time.time()
+    phases = [p for p in a.phases.split(",") if p]
+    unknown = [p for p in phases if p not in PHASES]
+    if unknown:
+        from flashsim.errors import bad_argument
+
+        raise bad_argument("phases", a.phases, f"unknown phase {unknown[0]!r}; the phases are {', '.join(PHASES)}")
     rep = validate(Path(a.out), seed=a.seed, cases=a.cases, record=a.record, dry_run=a.dry_run, budget=a.budget,
-                   log=functools.partial(print, flush=True), n_random=a.n_random, n_invalid=a.n_invalid, fake=a.fake)
+                   log=functools.partial(print, flush=True), n_random=a.n_random, n_invalid=a.n_invalid, fake=a.fake,
+                   phases=phases)
     print(f"done in {time.time() - t:.1f}s; report in {a.out}/tma_report.json")
     errors = [p for p, e in rep["phases"].items() if e.get("error")]
     return 1 if errors else 0

@@ -531,7 +531,11 @@ class AsyncState:
                 out.append(
                     f"{self.barrier_name(a, addr)}: waits for the phase of parity {parity} to complete (phase "
                     f"#{h.phases}, parity {f['phase']}, is current); arrivals {arrived} of {f['expected']} "
-                    f"(pending {f['pending']}; this phase: {who}); tx-count {f['tx']} bytes pending"
+                    f"(pending {f['pending']}; this phase: {who}); "
+                    + (f"tx-count {f['tx']} bytes pending" if f["tx"] >= 0 else
+                       f"tx-count {f['tx']}: copies brought {-f['tx']} bytes more than expect_tx announced (the "
+                       "phase completes only at tx-count 0; the H100 completed such phases in some runs and not in "
+                       "others)")
                     + self._tx_note(m, h) + self._init_note(m, h))
                 could, never = [], []
                 for x in range(m.W):

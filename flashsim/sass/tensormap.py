@@ -29,7 +29,7 @@ from flashsim.sass import cutensormap
 __all__ = ["Box", "CUDA_ERROR_INVALID_VALUE", "DataType", "Interleave", "L2Promotion", "MAX_RANK",
            "NAN_FILL", "OobFill", "PAD_ROWS_TO_SPAN", "REDUCE_OPS", "REDUCE_TYPES", "SHARED_ALIGN", "Swizzle",
            "TensorMap", "box_layout", "element_size", "fill_value", "is_float", "load_box", "reduce_elements",
-           "STORE_CHUNK", "illegal_start", "store_box", "store_elements", "store_mask", "swizzle_address", "swizzle_span"]
+           "STORE_CHUNK", "illegal_start", "in_order", "INTERLEAVE_CHUNK", "store_box", "store_elements", "store_mask", "swizzle_address", "swizzle_span"]
 
 CUDA_ERROR_INVALID_VALUE = 1  # what cuTensorMapEncodeTiled returns for a violated requirement
 MAX_RANK = 5  # "the maximum supported dimensionality of 5"
@@ -198,21 +198,33 @@ class TensorMap(cutensormap.TiledFields):
         return _SIZES[self.data_type]
 
     @property
+    def unit_size(self) -> int:
+        """The bytes of one step along dimension 0: the element size, or with interleave the 16- or 32-byte
+        chunk (INTERLEAVE_CHUNK): an interleaved map counts globalDim[0], boxDim[0], elementStrides[0] and the
+        start coordinate 0 in chunks, whatever the data type."""
+        return INTERLEAVE_CHUNK.get(self.interleave, self.element_size)
+
+    @property
     def elements_per_dim(self) -> tuple[int, ...]:
-        """Elements a copy moves along each dimension: ceil(boxDim[i] / elementStrides[i]), except that with
-        interleave NONE "the first element of [elementStrides] is ignored" (boxDim[0] elements)."""
+        """Units (:attr:`unit_size`) a copy moves along each dimension: ceil(boxDim[i] / elementStrides[i]),
+        except that with interleave NONE "the first element of [elementStrides] is ignored" (boxDim[0]
+        elements), and that an interleaved map moves one index of dimension rank - 2 (INTERLEAVE_CHUNK)."""
         out = []
         for i, (b, e) in enumerate(zip(self.box_dim, self.element_strides)):
             if i == 0 and self.interleave == Interleave.NONE:
                 out.append(b)
+            elif self.interleave != Interleave.NONE and i == self.rank - 2:
+                out.append(1)
             else:
                 out.append(-(-b // e))
         return tuple(out)
 
     @property
     def box_bytes(self) -> int:
-        """The bytes of data one copy moves (what a load's complete-tx counts, by hypothesis)."""
-        return math.prod(self.elements_per_dim) * self.element_size
+        """The bytes of data one copy moves, what a load's complete-tx counts (with interleave: measured on the
+        H100, the loads whose expect-tx was exactly this completed, those expecting less or more did not or
+        not always)."""
+        return math.prod(self.elements_per_dim) * self.unit_size
 
     # ------------------------------------------------------------------------------------ the opaque bytes
     @classmethod
@@ -246,18 +258,32 @@ SHARED_ALIGN = 128  # the shared box's alignment for every swizzle mode (Program
 #: occupies the whole span in shared memory (Programming Guide: "if the swizzle width exceeds the inner
 #: dimension, the shared memory must be allocated to accommodate the full swizzle width"; measured on the H100,
 #: run 1: every load, store and reduction with 16- and 32-byte rows under the 32B, 64B and 128B swizzles
-#: matches). HYPOTHESIS: an interleaved row occupies at least its 16- or 32-byte chunk
+#: matches). Not so in interleaved maps: their rows are packed (measured: 32-byte rows under the 64B swizzle,
+#: tma_interleaved.npz load/395, loaded and stored at a 32-byte pitch)
 PAD_ROWS_TO_SPAN = True
 
 #: the NaN an out-of-bound element reads as under OobFill.NAN_REQUEST_ZERO_FMA, per element size: the 16-bit
 #: pattern 0x7FF7 repeated (measured on the H100, traces/tma/tma_probes.npz run 1: BFLOAT16 0x7FF7, FLOAT64
-#: 0x7FF77FF77FF77FF7; the 4-byte value is the same repetition, not yet measured)
-NAN_FILL = {2: 0x7FF7, 4: 0x7FF77FF7, 8: 0x7FF77FF77FF77FF7}
+#: 0x7FF77FF77FF77FF7; interleaved loads of FLOAT16 and FLOAT32 fill whole 16- and 32-byte chunks with it,
+#: tma_interleaved.npz; the 4-byte value alone is not yet measured)
+NAN_FILL = {2: 0x7FF7, 4: 0x7FF77FF7, 8: 0x7FF77FF77FF77FF7,
+            16: int.from_bytes(b"\xf7\x7f" * 8, "little"), 32: int.from_bytes(b"\xf7\x7f" * 16, "little")}
 
 #: a store or reduction writes dimension 0 in 16-byte chunks: an element past globalDim[0] that shares a 16-byte
 #: chunk with the tensor's last element is written too (measured on the H100, run 1: 5 stores and 3
 #: reductions whose box crossed the end of dimension 0; loads fill such elements as out of bounds)
 STORE_CHUNK = 16
+
+#: Interleaved maps (measured on the H100, traces/tma/tma_interleaved.npz: 22 cases that ran, loads and stores;
+#: the record's other 12 stopped with an illegal address, each one whose box, laid out so, overruns its shared
+#: allocation). Dimension 0 counts chunks of 16 (B16) or 32 (B32) bytes, whatever the data type: a box row is
+#: ceil(boxDim[0] / elementStrides[0]) chunks read from globalAddress + c0 * chunk onwards, every
+#: elementStrides[0]-th chunk, and chunks at or past globalDim[0] are out of bounds (filled on loads, not
+#: written by stores). The documentation's reading (dimension 0 in elements, one chunk per row) gets 21 of the
+#: 22 cases wrong. And dimension rank - 2 is not traversed: a copy moves only the start coordinate's index of
+#: it (bounds checked), whatever boxDim[rank - 2] says (rank 3 moves one index of dimension 1, rank 4 of
+#: dimension 2, rank 5 of dimension 3, in all 22 cases and the 12 overruns).
+INTERLEAVE_CHUNK = {Interleave.B16: 16, Interleave.B32: 32}
 
 _SWIZZLE_BITS = {Swizzle.B32: 1, Swizzle.B64: 2, Swizzle.B128: 3}
 
@@ -299,9 +325,13 @@ class Box:
         return math.prod(n[1:]) * self.row_pitch
 
     def shared_bytes(self) -> np.ndarray:
-        """The shared byte address of every byte of every element, (n * element size,) in element order."""
-        es = self.tm.element_size
-        return (self.shared_addr[:, None] + np.arange(es)).reshape(-1)
+        """The shared byte address of every byte of every unit (TensorMap.unit_size), in unit order: a 32-byte
+        interleave chunk spans two 16-byte granules, each swizzled on its own (measured, tma_interleaved.npz)."""
+        es = self.tm.unit_size
+        if es <= 16:  # an element lies within one 16-byte granule, which the swizzle moves whole
+            return (self.shared_addr[:, None] + np.arange(es)).reshape(-1)
+        plain = swizzle_address(self.shared_addr, self.tm.swizzle)  # the involution undoes it
+        return swizzle_address(plain[:, None] + np.arange(es), self.tm.swizzle).reshape(-1)
 
 
 def box_layout(tm: TensorMap, start, smem_addr: int) -> Box:
@@ -322,7 +352,7 @@ def box_layout(tm: TensorMap, start, smem_addr: int) -> Box:
         if not -(1 << 31) <= c < (1 << 31):
             raise bad_argument(f"start[{i}]", c, "tensor coordinates are signed 32-bit integers")
     n = tm.elements_per_dim
-    es = tm.element_size
+    es = tm.unit_size
     step = [1 if (i == 0 and tm.interleave == Interleave.NONE) else tm.element_strides[i] for i in range(r)]
     # element k (dimension 0 fastest) -> its index along each dimension
     idx = np.indices(n[::-1], dtype=np.int64).reshape(r, -1)[::-1]  # (r, count), dim 0 varies fastest
@@ -335,9 +365,8 @@ def box_layout(tm: TensorMap, start, smem_addr: int) -> Box:
         gaddr = np.uint64(tm.global_address) + off.astype(np.uint64)
     row = n[0] * es
     pitch = row
-    if PAD_ROWS_TO_SPAN:
-        pitch = max(row, swizzle_span(tm.swizzle), {Interleave.NONE: 0, Interleave.B16: 16, Interleave.B32: 32}[
-            tm.interleave])
+    if PAD_ROWS_TO_SPAN and tm.interleave == Interleave.NONE:
+        pitch = max(row, swizzle_span(tm.swizzle))
     rows = np.zeros(idx.shape[1], np.int64)
     scale = 1
     for i in range(1, r):
@@ -348,18 +377,19 @@ def box_layout(tm: TensorMap, start, smem_addr: int) -> Box:
 
 
 def fill_value(tm: TensorMap) -> int:
-    """The bits an out-of-bound element reads as: 0, or the NaN of NAN_FILL under NAN_REQUEST_ZERO_FMA."""
+    """The bits an out-of-bound unit (an element, or an interleaved map's chunk: TensorMap.unit_size) reads as:
+    0, or the NaN of NAN_FILL under NAN_REQUEST_ZERO_FMA."""
     if tm.oob_fill == OobFill.NAN_REQUEST_ZERO_FMA:
-        return NAN_FILL[tm.element_size]
+        return NAN_FILL[tm.unit_size]
     return 0
 
 
 def load_box(tm: TensorMap, start, smem_addr: int, read) -> tuple[np.ndarray, np.ndarray]:
     """A load (global -> shared): (shared byte addresses, the bytes landing there), every element of the box
-    (out-of-bound ones filled, :func:`fill_value`). ``read(addresses)`` returns the element-size bytes at each
-    global address of an in-bound element as an (k, element size) uint8 array."""
+    (out-of-bound ones filled, :func:`fill_value`). ``read(addresses)`` returns the unit-size bytes (an element, or
+    an interleaved map's chunk) at each global address of an in-bound unit as an (k, unit size) uint8 array."""
     b = box_layout(tm, start, smem_addr)
-    es = tm.element_size
+    es = tm.unit_size
     data = np.frombuffer(int(fill_value(tm)).to_bytes(es, "little") * len(b.inside), np.uint8).reshape(-1, es).copy()
     if b.inside.any():
         data[b.inside] = np.asarray(read(b.global_addr[b.inside]), np.uint8).reshape(-1, es)
@@ -368,8 +398,9 @@ def load_box(tm: TensorMap, start, smem_addr: int, read) -> tuple[np.ndarray, np
 
 def store_mask(tm: TensorMap, box: Box) -> np.ndarray:
     """Which elements of ``box`` a store or reduction writes: those inside the tensor, and in dimension 0 also
-    those past globalDim[0] in the tensor's last 16-byte chunk (STORE_CHUNK)."""
-    es = tm.element_size
+    those past globalDim[0] in the tensor's last 16-byte chunk (STORE_CHUNK; an interleaved map's units are
+    whole chunks)."""
+    es = tm.unit_size
     c = box.coords
     dims = np.array(tm.global_dim, np.int64)
     outer = ((c[:, 1:] >= 0) & (c[:, 1:] < dims[1:])).all(axis=1)
@@ -386,8 +417,8 @@ def store_box(tm: TensorMap, start, smem_addr: int, smem: np.ndarray) -> tuple[n
 
 def store_elements(tm: TensorMap, b: Box, smem: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`store_box` of the box ``b`` already laid out: (global addresses, bytes (k, element size), the
-    shared byte addresses they were read from (k, element size))."""
-    es = tm.element_size
+    shared byte addresses they were read from (k, element size)); units of TensorMap.unit_size bytes."""
+    es = tm.unit_size
     keep = store_mask(tm, b)
     c = b.coords[keep]
     strides = np.array((es,) + tm.global_strides, np.int64)
@@ -395,6 +426,26 @@ def store_elements(tm: TensorMap, b: Box, smem: np.ndarray) -> tuple[np.ndarray,
         gaddr = np.uint64(tm.global_address) + (c * strides).sum(axis=1).astype(np.uint64)
     sb = b.shared_bytes().reshape(-1, es)[keep]
     return gaddr, np.asarray(smem)[sb].reshape(-1, es), sb
+
+
+def in_order(addresses) -> list[np.ndarray]:
+    """The indices of a copy's unit ``addresses`` in layers, each holding an address at most once (the j-th
+    occurrence of every address in layer j): writing or reducing the layers in turn applies the units in box
+    order. An interleaved map's rows can overlap in global memory; the H100 applies overlapping units in box
+    order (measured, tma_interleaved.npz: a store's later rows win; an f16 .add of 42 chunks onto 30 matches
+    box order bit for bit and not the reverse). Units are aligned to their size, so two either coincide or are
+    disjoint. One layer (all indices) when no address repeats."""
+    a = np.asarray(addresses)
+    n = len(a)
+    if len(np.unique(a)) == n:
+        return [np.arange(n)]
+    order = np.argsort(a, kind="stable")
+    sa = a[order]
+    first = np.r_[True, sa[1:] != sa[:-1]]
+    group_start = np.maximum.accumulate(np.where(first, np.arange(n), 0))
+    occurrence = np.empty(n, np.int64)
+    occurrence[order] = np.arange(n) - group_start
+    return [np.nonzero(occurrence == j)[0] for j in range(int(occurrence.max()) + 1)]
 
 
 def illegal_start(tm: TensorMap, start, store: bool) -> str | None:
@@ -436,7 +487,8 @@ REDUCE_TYPES = {
 
 
 def reduce_elements(op: str, data_type, old: np.ndarray, new: np.ndarray) -> np.ndarray:
-    """``old <op> new`` per element (uint8 arrays (k, element size), little-endian): what a reduction leaves in
+    """``old <op> new`` per element (uint8 arrays (k, w), w a multiple of the element size, little-endian; the
+    result has the shape of ``old``): what a reduction leaves in
     global memory. Floating-point add rounds to nearest even once (flashsim.numerics: fp32.add, half.add);
     Measured on the H100 (run 1, every element bit for bit): .add on FLOAT16, UINT32, UINT64; .min on UINT32,
     BFLOAT16; .max on INT32; .inc on UINT32; .and on UINT32. HYPOTHESIS (not yet recorded): f32 add keeps
@@ -474,7 +526,8 @@ def reduce_elements(op: str, data_type, old: np.ndarray, new: np.ndarray) -> np.
                 out = np.where((a == 0) | (a > b), b, a - view(1))
             else:
                 out = {"and": a & b, "or": a | b, "xor": a ^ b}[op]
-    return np.asarray(out, view).reshape(-1, 1).view(np.uint8).reshape(-1, es)
+    width = np.asarray(old).shape[-1] if np.ndim(old) == 2 else es  # an interleaved map's chunks: several elements
+    return np.asarray(out, view).reshape(-1, 1).view(np.uint8).reshape(-1, width)
 
 
 def _half_minmax(a, b, fmt: str, want_max: bool):

@@ -72,7 +72,7 @@ from flashsim.sass.tensormap import TensorMap
 
 __all__ = ["ARCH", "DTYPE_SIZES", "EncodeCase", "InterpDriver", "InterpLauncher", "PROBE_FILE", "PROBE_VERSION",
            "TRACE_NPZ", "TmaCase", "build", "case_from_record", "case_slice", "compare_case", "digest_case",
-           "digest_record", "doc_verdict", "expected_digests", "sha_bytes",
+           "digest_cases", "digest_record", "doc_verdict", "expected_digests", "sha_bytes",
            "encode_cases", "expected_case", "fill_pattern", "fill_seed", "load_record", "main", "make_cases",
            "model_summary", "record_case", "reduce_cases", "risky_cases", "run_case"]
 
@@ -1641,6 +1641,19 @@ def interleaved_cases(arrays: dict) -> dict:
             rec = record_case(arrays, phase, i)
             if int(rec.get("interleave", 0)):  # the inputs regenerate from the seed (_case_inputs)
                 out.update({f"{phase}/{i}/{k}": np.asarray(v) for k, v in rec.items() if k not in ("input", "store_src")})
+    return out
+
+
+def digest_cases(cases: dict) -> dict:
+    """Per-case arrays (``<phase>/<index>/<key>``, as :func:`interleaved_cases` writes them) with every array of
+    DIGEST_KEYS replaced by its sha256 (``<key>_sha``): the compact form of a record of such cases."""
+    out = {}
+    for k, v in cases.items():
+        case, _, name = k.rpartition("/")
+        if name in DIGEST_KEYS:
+            out[f"{case}/{name}_sha"] = sha_bytes(v)
+        else:
+            out[k] = v
     return out
 
 

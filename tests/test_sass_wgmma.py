@@ -374,12 +374,17 @@ extern "C" __global__ void __launch_bounds__(128) k(float* out, unsigned long lo
 """
 
 
-def test_mn_major_operands_are_not_modelled():
+def test_mn_major_operand_reads_are_bounds_checked():
+    # .tnspA runs (tests/test_wgmma_mn.py has the H100's addresses); a descriptor starting at 0x3fff0 reads past
+    # the CTA's shared memory
     cubin, _, _ = compile_cuda(MN_MAJOR, name="mn_major.cu", arch="sm_90a")
     fn = fc.RawModule(cubin=cubin).get_function("k")
-    with pytest.raises(NotImplementedError, match=r"MN-major \(transposed, imm-trans 1: gdesc\[UR\d+\]\.tnspA\) wgmma "
-                                                  r"operands of HGMMA\.64x8x16\.F32 is not modelled: pc=0x"):
-        fn((1,), (128,), (fc.zeros(512, np.float32), np.uint64(0), np.uint64(0)))
+    with pytest.raises(SimulatedFault, match=r"out-of-bounds shared address: .*the wgmma's B operand \(descriptor "
+                                             r"0x0000000000003fff\) reads shared bytes 0x3fff0\.\.0x"):
+        fn((1,), (128,), (fc.zeros(512, np.float32), np.uint64(0x3FFF), np.uint64(0x3FFF)))
+    out = fc.zeros(512, np.float32)  # descriptors at 0: zeros in, zeros out
+    fn((1,), (128,), (out, np.uint64(0), np.uint64(0)))
+    assert not out.get().any()
 
 
 def test_arrangements_are_the_probe_s():

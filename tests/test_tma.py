@@ -689,3 +689,36 @@ def test_the_interleaved_cases_are_kept_for_a_model_of_interleave(probe):
     got = {"cases": len(cases), "ran": ran, "model_differs": differs, "overrun": outcomes["overrun"],
            "hang": outcomes["hang"], "interpreter_ran": outcomes["ran"]}
     assert got == INTERLEAVED, got
+
+
+#: run 5 (traces/tma/tma_interleave_run5.npz): V.interleave_cases(0), drawn by the model after it was read off
+#: runs 3 and 4, on the H100; every output kept as sha256
+RUN5 = {"cases": 160, "loads": 122, "reductions": 38}
+
+
+@NO_RECORD
+def test_the_held_out_interleave_record_matches_the_model_and_the_interpreter():
+    """Run 5, held out from the model's derivation: every case's GPU outputs equal the model's (digests) and the
+    interpreter's on the same cubin, and every load completed its expect-tx of the model's box bytes."""
+    rec = V.load_record(V.TRACE_DIR / "tma_interleave_run5.npz")
+    meta = json.loads((V.TRACE_DIR / "tma_interleave_run5.json").read_text())
+    assert meta["seed"] == 0 and meta["phases"]["interleave"]["model"]["differ"] == 0
+    probe = V.build(bytes(V.load_record()["cubin/probe"]))  # the cubin of run 3, which run 5 ran too
+    assert meta["cubin_sha256"] == probe.sha256
+    planned = V.interleave_cases(0)
+    loads = reductions = 0
+    for i, c in enumerate(planned):
+        got = {k.rsplit("/", 1)[1]: rec[k] for k in rec if k.startswith(f"interleave/{i}/")}
+        assert V.case_from_record(got, i) == c, i
+        assert int(got["rc"]) == 0 and not str(got.get("error", ""))
+        base = int(got["load_info"][0, 3]) if c.op == "store" else int(got["store_info"][0, 2])
+        want = V.expected_digests(0, c, int(got["gaddr"]), base)
+        assert want and all(np.array_equal(got[k], v) for k, v in want.items()), (i, c)
+        mine = V.digest_case(V.run_case(0, c, probe))
+        assert all(np.array_equal(got[k], v) for k, v in mine.items() if k in got), (i, c)
+        if c.op == "store":
+            assert (got["load_info"][:, 0] == 1).all(), i
+            loads += 1
+        else:
+            reductions += 1
+    assert {"cases": len(planned), "loads": loads, "reductions": reductions} == RUN5

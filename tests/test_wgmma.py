@@ -328,8 +328,8 @@ def test_descriptor_errors():
         MatrixDescriptor.decode(0x8000)
     with pytest.raises(NotImplementedError, match="base_offset=1"):
         element_address(MatrixDescriptor(0, 16, 1024, "128B", 1), 0, 0)
-    with pytest.raises(NotImplementedError, match="MN-major"):
-        element_address(MatrixDescriptor(0, 16, 1024), 0, 0, major="MN")
+    with pytest.raises(ArgumentError, match=r"^major='mn'"):
+        element_address(MatrixDescriptor(0, 16, 1024), 0, 0, major="mn")
     with pytest.raises(ArgumentError, match=r"^base=512: 128B tiles start on a 1024-byte boundary"):
         CanonicalTile(64, 32, "128B", base=512)
 

@@ -44,8 +44,9 @@ Matrix Shared Memory Layout"):
   ordered by the hardware, so a wgmma whose C is the D of one still in flight reads that D.
 - Modelled bit-exactly (H100: traces/wgmma): f16 / bf16 -> f32, f16 -> f16, every e4m3 / e5m2 pair -> f16
   and -> f32 (the 1-8-13 accumulator of flashsim.numerics.wgmma.FP8_F32), A from shared memory or registers,
-  every K-major layout. Not modelled (NotImplementedError naming the form and the PC): MN-major operands
-  (.tnspA / .tnspB), descriptors with a base offset or reserved bits set.
+  every K-major layout, and MN-major operands (.tnspA / .tnspB: flashsim.warp.matrix_desc, measured by
+  gpu/validate_wgmma_mn.py). Not modelled (NotImplementedError naming the form and the PC): descriptors
+  with a base offset or reserved bits set.
   The negations (.negA / .negB / -Ra: imm-scale -1) flip the inputs' sign bits: the rule takes products
   exactly and truncates symmetrically, so this is the PTX ISA's "multiply by -1"; no recorded H100 case
   covers it.
@@ -104,6 +105,8 @@ class GmmaForm:
     a_regs: bool
     neg_a: bool = False
     neg_b: bool = False
+    mn_a: bool = False  # .tnspA: A M-major (imm-trans-a 1)
+    mn_b: bool = False  # .tnspB: B N-major (imm-trans-b 1)
 
     @property
     def nd(self) -> int:
@@ -173,7 +176,7 @@ def _tiles_to_regs(tiles: np.ndarray, maps, nregs: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------ forms
-def _form(ctx: Ctx, a_regs: bool, neg_a: bool, neg_b: bool) -> GmmaForm:
+def _form(ctx: Ctx, a_regs: bool, neg_a: bool, neg_b: bool, mn_a: bool = False, mn_b: bool = False) -> GmmaForm:
     ins = ctx.ins
     mods = ins.mods
     ctx.need(len(mods) >= 2 and mods[0].count("x") == 2, f"{ins.name}")
@@ -189,8 +192,9 @@ def _form(ctx: Ctx, a_regs: bool, neg_a: bool, neg_b: bool) -> GmmaForm:
         ctx.need(len(mods) == 4 and mods[1] in _CTYPES and mods[2] in _FP8 and mods[3] in _FP8 and k == 32,
                  f"{ins.name}")
         ctype, atype, btype = _CTYPES[mods[1]], _FP8[mods[2]], _FP8[mods[3]]
-    form = GmmaForm(n, k, atype, btype, ctype, a_regs, neg_a, neg_b)
-    return form
+    ctx.need(not (mn_a or mn_b) or k == 16, f"{ins.name} (MN-major operands of 8-bit types)")
+    ctx.need(not (mn_a and a_regs), f"{ins.name} (an MN-major A from registers)")
+    return GmmaForm(n, k, atype, btype, ctype, a_regs, neg_a, neg_b, mn_a, mn_b)
 
 
 def _scale_d(ctx: Ctx, op):
@@ -238,12 +242,12 @@ def _descriptor(value: int, ins, which: str):
             f"PTX ISA's \"Matrix Descriptor\") is not modelled: {ins.where()}") from None
 
 
-def _addresses(desc, rows: np.ndarray, ins, which: str) -> np.ndarray:
-    """(rows, 32) byte addresses of ``rows`` of a K-major operand (flashsim.warp.matrix_desc)."""
+def _addresses(desc, rows: np.ndarray, ins, which: str, major: str = "K") -> np.ndarray:
+    """(rows, 32) byte addresses of ``rows`` of a K-major or MN-major operand (flashsim.warp.matrix_desc)."""
     from flashsim.warp.matrix_desc import element_address
 
     try:
-        return np.asarray(element_address(desc, rows[:, None], np.arange(32)[None, :]), np.int64)
+        return np.asarray(element_address(desc, rows[:, None], np.arange(32)[None, :], major=major), np.int64)
     except NotImplementedError as exc:
         raise NotImplementedError(f"wgmma {which} operand: {exc}: {ins.where()}") from None
 
@@ -280,12 +284,11 @@ def gmma(ctx: Ctx):
         return run_commit
     sfx = set(g_op.suffix)
     ctx.need(sfx <= {"tnspA", "tnspB", "negA", "negB"}, f"descriptor operand {g_op.text}")
-    if sfx & {"tnspA", "tnspB"}:
-        raise ctx.unsupported(f"MN-major (transposed, imm-trans 1: {g_op.text}) wgmma operands of {ins.name}")
     ctx.need(g_op.index != URZ, f"{ins.text} (a wgmma reading descriptors from URZ)")
     if a_op is not None:
         ctx.need(not (a_op.absolute or a_op.invert) and a_op.index != RZ and "negA" not in sfx, f"operand {a_op.text}")
-    form = _form(ctx, a_op is not None, "negA" in sfx or (a_op is not None and a_op.neg), "negB" in sfx)
+    form = _form(ctx, a_op is not None, "negA" in sfx or (a_op is not None and a_op.neg), "negB" in sfx,
+                 "tnspA" in sfx, "tnspB" in sfx)
     nd = form.nd
     ctx.need(d_op.index + nd <= RZ and (c_op.index == RZ or c_op.index + nd <= RZ), f"{ins.text} (registers)")
     ctx.need(a_op is None or a_op.index + 4 <= RZ, f"{ins.text} (registers)")
@@ -361,11 +364,11 @@ def _shared_operands(m, ins, form: GmmaForm, g: int, aw, ww, checking: bool):
         mask = np.zeros(m.st.shape, bool)
         mask[aw[sel], ww[sel]] = True
         parts = []
-        for which, value, rows, out in (("B", keys[1, j], np.arange(n), b_t),
-                                        ("A", keys[0, j], 16 * int(keys[2, j]) + np.arange(16), a_t)):
+        for which, value, rows, out, mn in (("B", keys[1, j], np.arange(n), b_t, form.mn_b),
+                                            ("A", keys[0, j], 16 * int(keys[2, j]) + np.arange(16), a_t, form.mn_a)):
             if out is None:
                 continue
-            addr = _addresses(_descriptor(value, ins, which), rows, ins, which)
+            addr = _addresses(_descriptor(value, ins, which), rows, ins, which, "MN" if mn else "K")
             lo, hi = int(addr.min()), int(addr.max())
             if lo < 0 or hi >= m.smem.size:
                 raise fault("out-of-bounds shared address", m, ins, mask, np.int64(hi),
@@ -378,7 +381,8 @@ def _shared_operands(m, ins, form: GmmaForm, g: int, aw, ww, checking: bool):
             parts.append(addr.reshape(-1))
         if checking:  # the bytes read, per operand pair: a pipeline reuses a few (one per stage and k-step)
             cache = m.gmma_state().reads
-            key = (int(keys[0, j]), int(keys[1, j]), int(keys[2, j]), form.a_regs, form.n, form.k, form.esize)
+            key = (int(keys[0, j]), int(keys[1, j]), int(keys[2, j]), form.a_regs, form.n, form.k, form.esize,
+                   form.mn_a, form.mn_b)
             used = cache.get(key)
             if used is None:
                 used = cache[key] = np.unique(np.concatenate(parts))

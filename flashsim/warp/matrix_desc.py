@@ -27,6 +27,13 @@ stored as N x K: B transposed) is made of *core matrices* of 8 rows x 16 bytes (
   row (as CUTLASS does) is then consistent. ``base_offset`` (bits 49-51) is for patterns that do not
   start on the boundary; it is 0 in every layout here, and a nonzero one is not modelled.
 
+MN-major operands (imm-trans-a / imm-trans-b 1, 16-bit elements): a core matrix is 8 elements of
+M/N (16 contiguous bytes) x 8 of K, rows of K 16 bytes apart; with a swizzle a row of K spans W bytes
+(W / 2 elements of M/N) and 8 rows make the atom. For element (mn, k):
+    no swizzle: start + (mn % 8) * 2 + (mn // 8) * SBO + (k % 8) * 16 + (k // 8) * LBO
+    swizzled:   swizzle(start + (mn % (W/2)) * 2 + (mn // (W/2)) * LBO + (k % 8) * W + (k // 8) * SBO)
+(the canonical MN-major layouts of CuTe's make_gmma_desc; gpu/validate_wgmma_mn.py measures them on the H100).
+
 ``CanonicalTile`` is one concrete arrangement of a whole K-major operand tile (rows x kbytes) and the
 descriptor of each of its k-steps: the layouts gpu/kernels/probe_wgmma.cu builds (gpu/kernels/wgmma.cuh
 has the same functions in C++, compared with these by tests/test_wgmma.py).
@@ -114,9 +121,10 @@ def swizzle_address(addr, swizzle: str):
 
 def element_address(desc: MatrixDescriptor, row, kbyte, *, major: str = "K"):
     """Byte address (shared state space) the instruction reads for byte ``kbyte`` (0..31) of K of row ``row``
-    (A: m in 0..63; B: n in 0..N-1) of a K-major operand described by ``desc``; ints or int arrays."""
-    if major != "K":
-        raise NotImplementedError("MN-major (transposed) wgmma operands are not modelled; K-major only")
+    (A: m in 0..63; B: n in 0..N-1) of the operand described by ``desc``, K-major or (``major="MN"``, 16-bit
+    elements only: imm-trans 1) MN-major (see the module docstring); ints or int arrays."""
+    if major not in ("K", "MN"):
+        raise bad_argument("major", major, "expected 'K' or 'MN'")
     if desc.base_offset:
         raise NotImplementedError(f"base_offset={desc.base_offset}: descriptors whose swizzle pattern does not "
                                   "start on its repeat boundary are not modelled")
@@ -126,6 +134,15 @@ def element_address(desc: MatrixDescriptor, row, kbyte, *, major: str = "K"):
         raise bad_argument("row/kbyte", (row.min(initial=0), kb.max(initial=0)),
                            f"expected row >= 0 and kbyte in [0, {K_BYTES})")
     start, lbo, sbo = desc.start_address, desc.leading_byte_offset, desc.stride_byte_offset
+    if major == "MN":
+        mn, k, byte = row, kb // 2, kb % 2
+        if desc.swizzle == "none":
+            addr = start + (mn % 8) * 2 + (mn // 8) * sbo + (k % 8) * 16 + (k // 8) * lbo + byte
+        else:
+            w = WIDTH[desc.swizzle]
+            addr = swizzle_address(start + (mn % (w // 2)) * 2 + (mn // (w // 2)) * lbo + (k % 8) * w
+                                   + (k // 8) * sbo + byte, desc.swizzle)
+        return addr if addr.ndim else int(addr)
     if desc.swizzle == "none":
         addr = start + (row // 8) * sbo + (kb // 16) * lbo + (row % 8) * 16 + kb % 16
     else:
@@ -133,10 +150,11 @@ def element_address(desc: MatrixDescriptor, row, kbyte, *, major: str = "K"):
     return addr if addr.ndim else int(addr)
 
 
-def load_operand(smem, desc: MatrixDescriptor, rows: int, esize: int) -> np.ndarray:
-    """The (rows, 32 / esize) K-major operand one instruction reads through ``desc`` from the CTA's shared
-    memory ``smem`` (a uint8 array indexed by shared-state-space byte address), as bit patterns
-    (uint16 for 2-byte elements, uint8 for 1-byte), element k of a row little-endian at its bytes."""
+def load_operand(smem, desc: MatrixDescriptor, rows: int, esize: int, major: str = "K") -> np.ndarray:
+    """The (rows, 32 / esize) operand (K-major, or MN-major: 2-byte elements only) one instruction reads
+    through ``desc`` from the CTA's shared memory ``smem`` (a uint8 array indexed by shared-state-space byte
+    address), as bit patterns (uint16 for 2-byte elements, uint8 for 1-byte), element k of a row
+    little-endian at its bytes."""
     mem = np.asarray(smem)
     if mem.dtype != np.uint8 or mem.ndim != 1:
         raise bad_argument("smem", f"array(shape={mem.shape}, dtype={mem.dtype})", "expected a 1-D uint8 array")
@@ -144,8 +162,10 @@ def load_operand(smem, desc: MatrixDescriptor, rows: int, esize: int) -> np.ndar
         raise bad_argument("esize", esize, "expected 2 (f16/bf16) or 1 (e4m3/e5m2) bytes")
     if not isinstance(rows, (int, np.integer)) or rows <= 0 or rows % 8:
         raise bad_argument("rows", rows, "expected a positive multiple of 8")
+    if major == "MN" and esize != 2:
+        raise bad_argument("esize", esize, "MN-major operands (imm-trans 1) have 2-byte elements (f16 / bf16)")
     r, kb = np.meshgrid(np.arange(rows), np.arange(K_BYTES), indexing="ij")
-    addr = element_address(desc, r, kb)
+    addr = element_address(desc, r, kb, major=major)
     if addr.max() >= mem.size:
         bad = int(addr.max())
         raise bad_argument("desc", desc, f"reads shared memory at addr={bad:#x}, beyond the {mem.size} bytes given")

@@ -722,3 +722,15 @@ def test_the_held_out_interleave_record_matches_the_model_and_the_interpreter():
         else:
             reductions += 1
     assert {"cases": len(planned), "loads": loads, "reductions": reductions} == RUN5
+
+
+@pytest.mark.gpu
+def test_fresh_interleaved_maps_on_the_gpu(tmp_path):
+    """A fresh seed's interleaved maps (V.interleave_cases) on the GPU against the model: all equal, every load
+    completes its expect-tx of the model's box bytes."""
+    rep = V.validate(tmp_path, seed=11, cases=1, record=False, dry_run=False, budget=240, phases=("interleave",),
+                     log=lambda *a: None)
+    e = rep["phases"]["interleave"]
+    assert e["errors"] == 0 and e["model"]["differ"] == 0 and e["model"]["equal"] == e["cases"] == 160, e
+    loads = sum(1 for c in V.interleave_cases(11) if c.op == "store")
+    assert e["model"]["loads_completed"] == loads

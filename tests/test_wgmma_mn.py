@@ -82,3 +82,10 @@ def test_mn_major_layouts_by_hand():
         element_address(d, 0, 0, major="T")
     with pytest.raises(ArgumentError, match="2-byte elements"):
         load_operand(np.zeros(1 << 16, np.uint8), d, 64, 1, major="MN")
+
+
+@pytest.mark.gpu
+def test_fresh_descriptors_on_the_gpu(tmp_path):
+    """A fresh seed's random MN-major descriptors on the GPU: every address the model's, every repeat agreeing."""
+    rep = V.validate(tmp_path, cases=8, seed=7, record=False, dry_run=False, log=lambda *a: None)
+    assert rep["mismatches"] == 0 and rep["repeats_disagreeing"] == 0 and rep["elements"] == 8 * 8192, rep["first"]

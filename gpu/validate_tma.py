@@ -1571,8 +1571,9 @@ def expected_case(seed: int, c: TmaCase, gaddr: int, base: int = 0x400) -> dict:
         o = (~buf if inv else buf).copy()
         if c.op == "store":
             o[off] = elems  # repeated addresses: the later unit wins
-        for lay in (tmod.in_order(off[:, 0]) if c.op != "store" else ()):  # overlapping units reduce in box order
-            o[off[lay]] = tmod.reduce_elements(c.op, c.dtype, o[off[lay]], elems[lay])
+        else:
+            for lay in tmod.in_order(off[:, 0]):  # overlapping units reduce in box order
+                o[off[lay]] = tmod.reduce_elements(c.op, c.dtype, o[off[lay]], elems[lay])
         out["store_out"].append(o)
     return out
 
@@ -1783,10 +1784,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     t = time.time()
     phases = [p for p in a.phases.split(",") if p]
     unknown = [p for p in phases if p not in PHASES]
-    if unknown:
-        from flashsim.errors import bad_argument
-
-        raise bad_argument("phases", a.phases, f"unknown phase {unknown[0]!r}; the phases are {', '.join(PHASES)}")
+    if unknown or not phases:
+        why = f"unknown phase {unknown[0]!r}" if unknown else "no phase named"
+        ap.error(f"--phases={a.phases!r}: {why}; the phases are {', '.join(PHASES)}")
     rep = validate(Path(a.out), seed=a.seed, cases=a.cases, record=a.record, dry_run=a.dry_run, budget=a.budget,
                    log=functools.partial(print, flush=True), n_random=a.n_random, n_invalid=a.n_invalid, fake=a.fake,
                    phases=phases)

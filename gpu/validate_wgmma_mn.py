@@ -244,9 +244,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=24, help="cases per kernel (default 24)")
     a = ap.parse_args(argv)
     if a.record and a.dry_run:
-        from flashsim.errors import bad_argument
-
-        raise bad_argument("record", True, "a record holds the GPU's outputs: it cannot be made with --dry-run")
+        ap.error("--record with --dry-run: a record holds the GPU's outputs")
+    if a.cases < 1:
+        ap.error(f"--cases={a.cases}: expected at least 1 case per kernel")
     rep = validate(Path(a.out), cases=a.cases, seed=a.seed, record=a.record, dry_run=a.dry_run)
     return 1 if rep["mismatches"] or rep["repeats_disagreeing"] else 0
 

@@ -734,3 +734,10 @@ def test_fresh_interleaved_maps_on_the_gpu(tmp_path):
     assert e["errors"] == 0 and e["model"]["differ"] == 0 and e["model"]["equal"] == e["cases"] == 160, e
     loads = sum(1 for c in V.interleave_cases(11) if c.op == "store")
     assert e["model"]["loads_completed"] == loads
+
+
+def test_the_cli_names_a_bad_phase(capsys):
+    with pytest.raises(SystemExit) as exc:
+        V.main(["--out", "unused", "--phases", "load,intreleave"])
+    assert exc.value.code == 2
+    assert "--phases='load,intreleave': unknown phase 'intreleave'; the phases are encode" in capsys.readouterr().err

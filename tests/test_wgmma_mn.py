@@ -89,3 +89,11 @@ def test_fresh_descriptors_on_the_gpu(tmp_path):
     """A fresh seed's random MN-major descriptors on the GPU: every address the model's, every repeat agreeing."""
     rep = V.validate(tmp_path, cases=8, seed=7, record=False, dry_run=False, log=lambda *a: None)
     assert rep["mismatches"] == 0 and rep["repeats_disagreeing"] == 0 and rep["elements"] == 8 * 8192, rep["first"]
+
+
+@pytest.mark.parametrize("argv, says", [(["--cases", "0"], "--cases=0: expected at least 1 case per kernel"),
+                                        (["--record", "--dry-run"], "--record with --dry-run")])
+def test_the_cli_names_bad_arguments(argv, says, capsys):
+    with pytest.raises(SystemExit) as exc:
+        V.main(["--out", "unused", *argv])
+    assert exc.value.code == 2 and says in capsys.readouterr().err

@@ -196,9 +196,8 @@ def format_plan(plan: list[Load], names: str = "block") -> str:
     rows = [f"{'step':>4}  {'load':<5} {'stage':<6} {'phase':>5}  {'bytes':<15} {'waits':<28} occupancy"]
     for ld in plan:
         name = ld.tile if names == "block" or ld.buffer == "q" else f"{ld.tile[0]}{ld.pair}"
-        ld = Load(ld.step, name, ld.buffer, ld.stage, ld.pair, ld.phase, ld.region, ld.expect_tx, ld.waits)
-        occ[ld.stage if ld.buffer == "q" else Q_STAGES + ld.stage] = ld.tile
+        occ[ld.stage if ld.buffer == "q" else Q_STAGES + ld.stage] = name
         waits = ", ".join(f"{n}@{p}" for n, p in ld.waits)
-        rows.append(f"{ld.step:>4}  {ld.tile:<5} {ld.buffer + str(ld.stage):<6} {ld.phase:>5}  "
+        rows.append(f"{ld.step:>4}  {name:<5} {ld.buffer + str(ld.stage):<6} {ld.phase:>5}  "
                     f"{f'{ld.region[0]}..{ld.region[1]}':<15} {waits:<28} [{', '.join(occ)}]")
     return "\n".join(rows)

@@ -222,12 +222,11 @@ def utmaldg(ctx: Ctx):
             box = T.box_layout(tm, coords, dst)
             sb = _box_in_shared(m, ins, mask, box, dst, "load")
             es = tm.unit_size  # an element, or an interleaved map's chunk
-            data = np.frombuffer(int(T.fill_value(tm)).to_bytes(es, "little") * len(box.inside), np.uint8)
-            data = data.reshape(-1, es).copy()
-            if box.inside.any():
-                ga = box.global_addr[box.inside]
-                idx = _global_elements(m, ins, mask, ga, es, box.coords[box.inside], False)
-                data[box.inside] = _elements_read(m, ga, idx, es)
+
+            def read(ga, box=box, es=es, mask=mask):
+                return _elements_read(m, ga, _global_elements(m, ins, mask, ga, es, box.coords[box.inside], False), es)
+
+            data = T.load_units(tm, box, read)
             S.issue_tensor_copy(m, a, w, sb, data.reshape(-1), bar, tm.box_bytes, ins.pc)
             S.role(a, w, "producer")
     return run

@@ -29,7 +29,7 @@ from flashsim.sass import cutensormap
 __all__ = ["Box", "CUDA_ERROR_INVALID_VALUE", "DataType", "Interleave", "L2Promotion", "MAX_RANK",
            "NAN_FILL", "OobFill", "PAD_ROWS_TO_SPAN", "REDUCE_OPS", "REDUCE_TYPES", "SHARED_ALIGN", "Swizzle",
            "TensorMap", "box_layout", "element_size", "fill_value", "is_float", "load_box", "reduce_elements",
-           "STORE_CHUNK", "illegal_start", "in_order", "INTERLEAVE_CHUNK", "store_box", "store_elements", "store_mask", "swizzle_address", "swizzle_span"]
+           "STORE_CHUNK", "illegal_start", "in_order", "load_units", "INTERLEAVE_CHUNK", "store_box", "store_elements", "store_mask", "swizzle_address", "swizzle_span"]
 
 CUDA_ERROR_INVALID_VALUE = 1  # what cuTensorMapEncodeTiled returns for a violated requirement
 MAX_RANK = 5  # "the maximum supported dimensionality of 5"
@@ -389,11 +389,17 @@ def load_box(tm: TensorMap, start, smem_addr: int, read) -> tuple[np.ndarray, np
     (out-of-bound ones filled, :func:`fill_value`). ``read(addresses)`` returns the unit-size bytes (an element, or
     an interleaved map's chunk) at each global address of an in-bound unit as an (k, unit size) uint8 array."""
     b = box_layout(tm, start, smem_addr)
+    return b.shared_bytes(), load_units(tm, b, read).reshape(-1)
+
+
+def load_units(tm: TensorMap, b: Box, read) -> np.ndarray:
+    """The (n, unit size) bytes a load of the laid-out box ``b`` brings: ``read`` (see :func:`load_box`) for the
+    in-bound units, :func:`fill_value` for the others."""
     es = tm.unit_size
     data = np.frombuffer(int(fill_value(tm)).to_bytes(es, "little") * len(b.inside), np.uint8).reshape(-1, es).copy()
     if b.inside.any():
         data[b.inside] = np.asarray(read(b.global_addr[b.inside]), np.uint8).reshape(-1, es)
-    return b.shared_bytes(), data.reshape(-1)
+    return data
 
 
 def store_mask(tm: TensorMap, box: Box) -> np.ndarray:

@@ -38,6 +38,24 @@ def time_events(fn, reps, warmup=2):
     return statistics.median(times)
 
 
+def time_torch(fn, reps, warmup=2):
+    """Median seconds of ``fn()`` over ``reps`` runs after ``warmup``, timed with torch's CUDA events."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1) / 1e3)
+    return statistics.median(times)
+
+
 def shape_parser(doc: str) -> argparse.ArgumentParser:
     """The options of the GPU benchmarks: the attention shape, repetitions and a JSON output file."""
     ap = argparse.ArgumentParser(description=doc)
@@ -84,18 +102,7 @@ def main(argv=None):
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             def fn():
                 F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            for _ in range(2):
-                fn()
-            torch.cuda.synchronize()
-            times = []
-            for _ in range(a.reps):
-                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                e0.record()
-                fn()
-                e1.record()
-                e1.synchronize()
-                times.append(e0.elapsed_time(e1) / 1e3)
-        t = statistics.median(times)
+            t = time_torch(fn, a.reps)
         f = flops / 2 if causal else flops
         rows.append({"impl": "torch_sdpa_flash", "dtype": dtype, "causal": causal, "ms": t * 1e3, "tflops": f / t / 1e12})
         print(f"sdpa     {dtype:9s} causal={causal!s:5s} {t * 1e3:9.3f} ms {f / t / 1e12:8.2f} TFLOP/s", flush=True)

@@ -38,9 +38,15 @@ def get_kernel(source: str, function: str, *, options: Sequence[str] = (), arch:
     return _runtime().get_kernel(source, function, options=options, arch=arch)
 
 
-def get_cubin_kernel(source: str, function: str, *, options: Sequence[str] = ()) -> Any:
+def get_cubin_kernel(source: str, function: str, *, options: Sequence[str] = (), arch: str = "sm_90") -> Any:
     """The kernel ``function`` of the very cubin the SASS interpreter runs for ``source``, on the GPU."""
-    return _runtime().get_cubin_kernel(source, function, options=options)
+    return _runtime().get_cubin_kernel(source, function, options=options, arch=arch)
+
+
+def encode_tensor_map(args: tuple, address: int) -> bytes:
+    """The 128 bytes the driver's cuTensorMapEncodeTiled writes for ``args`` = (data type, rank, dims, strides
+    in bytes, box, element strides, interleave, swizzle, L2 promotion, OOB fill enums) at device ``address``."""
+    return importlib.import_module("flashsim.gpu.validate_hopper_kernels").encode_raw(args, address)
 
 
 def load_cubin(cubin: bytes) -> Any:

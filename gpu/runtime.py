@@ -222,10 +222,10 @@ def load_cubin(cubin: bytes) -> Any:
     return mod
 
 
-def get_cubin_kernel(name: str, function: str, *, options: Sequence[str] = ()) -> Any:
-    """The kernel ``function`` of the interpreter's cubin of ``gpu/kernels/<name>``, on the GPU; the
-    returned kernel carries ``.cubin_sha256``."""
-    cubin = interpreted_module(name, options=options).cubin
+def get_cubin_kernel(name: str, function: str, *, options: Sequence[str] = (), arch: str = "sm_90") -> Any:
+    """The kernel ``function`` of the interpreter's cubin of ``gpu/kernels/<name>`` (built for ``arch``), on
+    the GPU; the returned kernel carries ``.cubin_sha256``."""
+    cubin = interpreted_module(name, options=options, arch=arch).cubin
     kern = load_cubin(cubin).get_function(function)
     try:
         kern.cubin_sha256 = hashlib.sha256(cubin).hexdigest()

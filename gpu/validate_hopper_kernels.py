@@ -255,8 +255,15 @@ def _libcuda() -> ctypes.CDLL:
 def encode_tiled(spec: TensorMapSpec, address: int) -> bytes:
     """The 128 bytes of the CUtensorMap the driver encodes for ``spec`` at device ``address`` (needs a current
     context: call after cupy has touched the device)."""
-    lib = _libcuda()
     dtype, rank, _, dims, strides, box, estr, *enums = spec.encode_args(address)
+    return encode_raw((dtype, rank, dims, strides, box, estr, *enums), address, spec.name, spec.as_dict())
+
+
+def encode_raw(args: tuple, address: int, name: str = "tensor map", what=None) -> bytes:
+    """The driver's cuTensorMapEncodeTiled on ``args`` = (data type enum, rank, dims, strides in bytes, box,
+    element strides, interleave, swizzle, L2 promotion, OOB fill enums) at device ``address``."""
+    lib = _libcuda()
+    dtype, rank, dims, strides, box, estr, *enums = args
     buf = ctypes.create_string_buffer(128 + 64)
     aligned = (ctypes.addressof(buf) + 63) & ~63  # the map must be 64-byte aligned
     rc = lib.cuTensorMapEncodeTiled(ctypes.c_void_p(aligned), dtype, rank, ctypes.c_void_p(address),
@@ -266,8 +273,8 @@ def encode_tiled(spec: TensorMapSpec, address: int) -> bytes:
     if rc != 0:
         msg = ctypes.c_char_p()
         lib.cuGetErrorString(rc, ctypes.byref(msg))
-        raise LaunchError("cuTensorMapEncodeTiled", f"{spec.name}: CUresult {rc} "
-                                                    f"({(msg.value or b'?').decode()}) for {spec.as_dict()}")
+        raise LaunchError("cuTensorMapEncodeTiled", f"{name}: CUresult {rc} "
+                                                    f"({(msg.value or b'?').decode()}) for {what or args}")
     return ctypes.string_at(aligned, 128)
 
 

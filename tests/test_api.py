@@ -56,6 +56,14 @@ def test_bf16_gqa_and_bad_arguments():
         flash_attn_func(*_qkv(s=32), kernel="v5")
 
 
+def test_a_v_head_dim_of_its_own_runs_only_where_an_instance_takes_it():
+    q, k, v = _qkv(s=64, d=64)
+    with pytest.raises(NotImplementedError, match="kernel 'fa2' does not model a V head dim other than Q's"):
+        flash_attn_func(q, k, v[..., :32], kernel="fa2")
+    with pytest.raises(ArgumentError, match=r"^v=.*kernel 'fa4h' at head dim 64 takes v of head dim 64"):
+        flash_attn_func(q, k, v[..., :32], kernel="fa4h")
+
+
 def test_fa2_returns_out_and_lse_like_flash_attn():
     q, k, v = _qkv(s=70, d=40)
     out = flash_attn_func(q, k, v, causal=True)

@@ -158,7 +158,8 @@ def _shape(x, shape):
     (lambda q, k, v: (q, _shape(k, (3, 8, 4, 64)), v), r"^k=ndarray\(shape=\(3, 8, 4, 64\).*expected shape "
                                                         r"\(batch, seqlen_k, heads_k, headdim\) = \(2, 8, 4, 64\)"),
     (lambda q, k, v: (q, _shape(k, (2, 8, 4, 32)), v), r"^k=.*expected shape"),
-    (lambda q, k, v: (q, k, _shape(v, (2, 8, 4, 32))), r"^v=.*expected shape .* = \(2, 8, 4, 64\)"),
+    (lambda q, k, v: (q, k, _shape(v, (2, 9, 4, 64))), r"^v=.*expected shape .* = \(2, 8, 4, 'headdim_v'\)"),
+    (lambda q, k, v: (q, k, _shape(v, (2, 8, 4, 0))), r"^v=.*headdim_v >= 1"),
     (lambda q, k, v: (q, k, _shape(v, (2, 9, 4, 64))), r"^v=.*expected shape"),
     (lambda q, k, v: (q, k, _shape(v, (2, 8, 2, 64))), r"^v=.*expected shape"),
     (lambda q, k, v: (q, _shape(k, (2, 8, 0, 64)), _shape(v, (2, 8, 0, 64))),

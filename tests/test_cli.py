@@ -40,11 +40,11 @@ def test_check_runs_every_kernel_and_reports_rule_and_banks(capsys):
     rc = main(["check", "--seqlen", "64", "--headdim", "128", "--heads", "1"])
     out = capsys.readouterr().out
     assert rc == 0, out
-    for kernel in ("fa2", "kernel1", "v5", "v6"):
+    for kernel in ("fa2", "kernel1", "v5", "v6", "fa4h"):
         assert f"== {kernel}" in out
-    assert out.count("vs float64: passes") == 4
-    assert out.count("executed in the SASS interpreter") == 4 and "kernel1.cu:" in out
-    assert "4 of 4 kernels passed" in out
+    assert out.count("vs float64: passes") == 5
+    assert out.count("executed in the SASS interpreter") == 5 and "kernel1.cu:" in out and "fa4h.cu:" in out
+    assert "5 of 5 kernels passed" in out
 
 
 def test_check_skips_kernels_outside_their_domain(capsys):
@@ -53,7 +53,7 @@ def test_check_skips_kernels_outside_their_domain(capsys):
     rc = main(["check", "--seqlen", "40", "--headdim", "64", "--causal", "--dtype", "bfloat16"])
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert "1 of 1 kernels passed" in out and "skipped (outside their domain): ['kernel1', 'v5', 'v6']" in out
+    assert "2 of 2 kernels passed" in out and "skipped (outside their domain): ['kernel1', 'v5', 'v6']" in out
 
 
 def test_check_names_a_bad_kernel(capsys):
@@ -80,9 +80,9 @@ def test_check_labels_every_number_and_times_the_warm_up_apart(capsys):
     assert "heads 2 query, 1 key/value" in head and "seqlen 64 query (seqlen_q), 48 key/value (seqlen_k)" in head
     assert "softmax scale 0.176777 (headdim^-0.5)" in head
     assert "tile-steps (CTAs x KV blocks" in head and "of arrays" in head
-    # how to read the results: the rule's terms, why LSE is fa2's only, what the bank counts count
+    # how to read the results: the rule's terms, which kernels have LSE, what the bank counts count
     for words in ("out_lowp the same attention computed plainly at the kernel's precisions", "atol 1e-05",
-                  "only fa2 writes it", "executions = shared-memory warp instructions",
+                  "only the\n      kernels that write it", "executions = shared-memory warp instructions",
                   "wavefronts = passes through the 32 banks", "ideal = the fewest passes",
                   "conflicts = wavefronts - ideal"):
         assert words in head, words

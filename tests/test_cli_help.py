@@ -58,7 +58,7 @@ def test_the_parser_tree_is_walked_whole():
 
 def test_defaults_are_shown_as_values():
     text = _all_parsers()["flashsim check"].format_help()
-    assert "(default: 256)" in text and "(default: float16)" in text and "(default: fa2,kernel1,v5,v6)" in text
+    assert "(default: 256)" in text and "(default: float16)" in text and "(default: fa2,kernel1,v5,v6,fa4h)" in text
     text = _all_parsers()["flashsim trace record"].format_help()
     assert "(default: auto)" in text and "(default: 0-3)" in text and "(default: 256)" in text
     for text in (p.format_help() for p in _all_parsers().values()):

@@ -99,6 +99,8 @@ class AttentionArgs:
     deterministic: bool = False
     device: str = "cpu"
     attention_chunk: int = 0
+    #: V's (and O's) head dim; None: the same as Q's and K's (FA2 requires it, FA3/FA4 kernels take qk 192 / v 128)
+    headdim_v: int | None = None
     # derived in __post_init__
     softmax_scale_f32: np.float32 = field(init=False)
     scale_log2_f32: np.float32 = field(init=False)
@@ -114,6 +116,10 @@ class AttentionArgs:
         for name in ("seqlen_q", "seqlen_k"):
             if not _is_int(getattr(self, name)) or getattr(self, name) < 0:
                 raise bad_argument(name, getattr(self, name), "expected a non-negative int")
+        if self.headdim_v is None:
+            object.__setattr__(self, "headdim_v", self.headdim)
+        if not _is_int(self.headdim_v) or self.headdim_v < 1:
+            raise bad_argument("headdim_v", self.headdim_v, "expected a positive int")
         if self.heads % self.heads_k:
             raise bad_argument("heads_k", self.heads_k, f"must divide heads={self.heads} (GQA/MQA)")
         if self.headdim_padded > MAX_HEADDIM:
@@ -188,11 +194,16 @@ class AttentionArgs:
 
     @property
     def kv_shape(self) -> tuple[int, int, int, int]:
+        """k's shape."""
         return (self.batch, self.seqlen_k, self.heads_k, self.headdim)
 
     @property
+    def v_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.seqlen_k, self.heads_k, self.headdim_v)
+
+    @property
     def out_shape(self) -> tuple[int, int, int, int]:
-        return self.q_shape
+        return (self.batch, self.seqlen_q, self.heads, self.headdim_v)
 
     @property
     def lse_shape(self) -> tuple[int, int, int]:
@@ -360,11 +371,16 @@ def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_
     if headdim < 1:
         raise bad_argument("q", _Summary(q), "head dimension must be positive")
     expect_kv = (batch, seqlen_k, heads_k, headdim)
-    for name, x in (("k", k), ("v", v)):
-        if tuple(int(n) for n in x.shape) != expect_kv:
-            raise bad_argument(name, _Summary(x), f"expected shape (batch, seqlen_k, heads_k, headdim) = "
-                                                  f"{expect_kv}, from q's batch and headdim and k's "
-                                                  f"seqlen_k and heads_k")
+    if tuple(int(n) for n in k.shape) != expect_kv:
+        raise bad_argument("k", _Summary(k), f"expected shape (batch, seqlen_k, heads_k, headdim) = "
+                                             f"{expect_kv}, from q's batch and headdim and k's "
+                                             f"seqlen_k and heads_k")
+    headdim_v = int(v.shape[-1])
+    if tuple(int(n) for n in v.shape[:3]) != expect_kv[:3] or headdim_v < 1:
+        raise bad_argument("v", _Summary(v), f"expected shape (batch, seqlen_k, heads_k, headdim_v) = "
+                                             f"{(*expect_kv[:3], 'headdim_v')}, from q's batch and k's seqlen_k "
+                                             f"and heads_k, headdim_v >= 1 (the same as q's but for the kernels "
+                                             f"that take another)")
     if heads_k < 1:
         raise bad_argument("k", _Summary(k), "number of heads in key/value must be positive")
     if heads % heads_k:
@@ -419,4 +435,4 @@ def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_
     return AttentionArgs(batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads=heads, heads_k=heads_k,
                          headdim=headdim, dtype=dtype, softmax_scale=float(scale), window_size=(left, right),
                          softcap=cap, deterministic=deterministic, device=_device(q),
-                         attention_chunk=int(attention_chunk))
+                         attention_chunk=int(attention_chunk), headdim_v=headdim_v)

@@ -34,7 +34,7 @@ def _inputs(q, k, v, args: AttentionArgs) -> list[np.ndarray]:
     if not isinstance(args, AttentionArgs):
         raise bad_argument("args", args, "expected an AttentionArgs (from check_args)")
     arrays = []
-    for name, x, shape in (("q", q, args.q_shape), ("k", k, args.kv_shape), ("v", v, args.kv_shape)):
+    for name, x, shape in (("q", q, args.q_shape), ("k", k, args.kv_shape), ("v", v, args.v_shape)):
         a = to_numpy(x, name)
         if a.shape != shape or a.dtype != args.np_dtype:
             raise bad_argument(name, _Summary(a), f"does not match args: expected shape {shape} of {args.dtype}")
@@ -62,8 +62,8 @@ def _attention(q, k, v, args: AttentionArgs, ftype, scale, softcap, p_dtype=None
     ones), as FA2 converts P to the input type for the second mma and sums in float32.
     """
     b, sq, h, d = args.q_shape
-    sk, hk, g = args.seqlen_k, args.heads_k, args.ngroups
-    out = np.zeros((b, hk, g, sq, d), ftype)
+    sk, hk, g, dv = args.seqlen_k, args.heads_k, args.ngroups, args.headdim_v
+    out = np.zeros((b, hk, g, sq, dv), ftype)
     lse = np.full((b, hk, g, sq), np.inf, ftype)
     if sq and sk:
         # (b, s, h, d) -> heads-major; q head hk*g + i reads kv head hk (broadcast over the group axis)
@@ -88,7 +88,7 @@ def _attention(q, k, v, args: AttentionArgs, ftype, scale, softcap, p_dtype=None
                 o = _matmul(p, vh, acc16)
                 out[..., rows, :] = np.where(empty, 0, o / np.where(empty, 1, l))
                 lse[..., rows] = np.where(empty, np.inf, m + np.log(l))[..., 0]
-    return out.transpose(0, 3, 1, 2, 4).reshape(b, sq, h, d), lse.reshape(b, h, sq)
+    return out.transpose(0, 3, 1, 2, 4).reshape(b, sq, h, dv), lse.reshape(b, h, sq)
 
 
 def attention_reference(q, k, v, args: AttentionArgs) -> tuple[np.ndarray, np.ndarray]:

@@ -101,8 +101,8 @@ LEGEND = """  reading the results:
     out vs float64: flash-attn's acceptance rule, max|out - ref| <= 2 * max|out_lowp - ref| + atol, with ref the
       float64 reference attention, out_lowp the same attention computed plainly at the kernel's precisions
       (float32 scores and row sums, P rounded to the input type; float16 accumulators for v5 and v6), atol 1e-05
-    LSE vs float64: the log-sum-exp of each score row (natural log, what the backward pass needs); of the seed
-      kernels only fa2 writes it (fa2_sm8x too: fa2 with other tiles), so only fa2 has this line
+    LSE vs float64: the log-sum-exp of each score row (natural log, what the backward pass needs); only the
+      kernels that write it have this line (fa2, its other tile configurations, fa4h)
     banks: the kernel's own cubin run in the SASS interpreter; executions = shared-memory warp instructions
       executed, wavefronts = passes through the 32 banks they took, ideal = the fewest passes their bytes need,
       conflicts = wavefronts - ideal (the extra passes that bank conflicts cost)"""

@@ -83,6 +83,12 @@ class Problem:
     warps: int            # warps of a CTA: warp w owns rows 16 w + 16 warps m + (0..15)
     fma_rescale: bool = True  # l *= c contracted into the first add (flashsim.kernels.spec.Tiles)
     attention_chunk: int = 0  # C of the kChunked instances (FA3's attention_chunk), 0: off
+    headdim_v: int | None = None  # V's and O's head dim when it differs from Q's and K's (fa4h's qk 192 / v 128)
+
+    @property
+    def dv(self) -> int:
+        """The head dim of V and O."""
+        return self.headdim if self.headdim_v is None else self.headdim_v
 
     @property
     def local_mask(self) -> bool:
@@ -148,8 +154,9 @@ def problem(inst, args) -> Problem:
                    scale_softmax_log2=np.float32(args.params_scale_softmax_log2),
                    softcap=np.float32(args.params_softcap), window_left=int(left), window_right=int(right),
                    is_causal=bool(args.is_causal), is_local=bool(args.is_local), block_m=inst.block_m,
-                   block_n=inst.block_n, warps=inst.spec.warps, fma_rescale=inst.fma_rescale,
-                   attention_chunk=int(args.attention_chunk))
+                   block_n=inst.block_n, warps=inst.spec.compute_warps, fma_rescale=inst.fma_rescale,
+                   attention_chunk=int(args.attention_chunk),
+                   headdim_v=None if inst.headdim_v == inst.headdim else inst.headdim_v)
 
 
 def problem_from_args(args, kernel: str = "fa2") -> Problem:
@@ -161,14 +168,14 @@ def _maps(pb: Problem):
     """Where each traced register lives in this twin's arrays (flashsim.trace.record): warp w's m-tile m
     starts at row 16 w + rows_per_m m."""
 
-    bn, d, rm, mt = pb.block_n, pb.headdim, pb.rows_per_m, pb.m_tiles
+    bn, d, rm, mt = pb.block_n, pb.dv, pb.rows_per_m, pb.m_tiles
     return dict(acc_s=acc_index(rm, mt, bn, bn // 8), p=quad_index(rm, mt, bn // 4), row=quad_index(rm, mt, 0, 4),
                 acc_o=acc_index(rm, mt, d, d // 8), lse=quad_index(rm, mt, 0, 1))
 
 
 def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
     """Run the CTAs ``idx`` (linear over (m_block, head, batch), m_block fastest) to completion; returns their O
-    tiles (g, block_m, headdim) uint16 and LSE rows (g, block_m) uint32 (rows past seqlen_q included). ``rec`` (a
+    tiles (g, block_m, dv) uint16 and LSE rows (g, block_m) uint32 (rows past seqlen_q included). ``rec`` (a
     flashsim.trace.record.Recorder) gets the events fa2.cu's FS_TRACE marks; ``hook(idx, step, steps)`` (a
     flashsim.kernels.common.StepHook) is called before each KV step (progress, cancellation)."""
     d, bm, bn, mt = pb.headdim, pb.block_m, pb.block_n, MMA_TYPE[pb.dtype]
@@ -193,7 +200,7 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
     rr = np.minimum(rows, pb.seqlen_q - 1)
     qt[:] = np.where(row_ok[..., None], q[bidb[:, None], rr, head[:, None], :], 0)
 
-    acc_o = np.zeros((g, bm, d), np.uint32)
+    acc_o = np.zeros((g, bm, pb.dv), np.uint32)
     row_max = np.zeros((g, bm, 4), np.uint32)
     row_sum = np.zeros((g, bm, 4), np.uint32)
     scale_log2 = pb.scale_softmax_log2
@@ -321,10 +328,10 @@ def forward(pb: Problem, q, k, v, *, batch: int | None = None, threads: int | No
     heads, headdim) and k, v (batch, seqlen_k, heads_k, headdim) as 16-bit patterns, headdim == the
     instance's kHeadDim (zero-padded). The CTAs run in batches on ``threads`` threads, or on the workers of
     ``cluster`` (or of an enclosing ``with flashsim.cluster.Cluster(...)``): the same bits either way."""
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if np.asarray(x).dtype != np.uint16 or np.asarray(x).ndim != 4 or x.shape[-1] != pb.headdim:
-            raise bad_argument(name, getattr(x, "shape", x), f"expected uint16 patterns (batch, seqlen, heads, {pb.headdim})")
-    o = np.zeros(q.shape, np.uint16)
+    for name, x, d in (("q", q, pb.headdim), ("k", k, pb.headdim), ("v", v, pb.dv)):
+        if np.asarray(x).dtype != np.uint16 or np.asarray(x).ndim != 4 or x.shape[-1] != d:
+            raise bad_argument(name, getattr(x, "shape", x), f"expected uint16 patterns (batch, seqlen, heads, {d})")
+    o = np.zeros((*q.shape[:-1], pb.dv), np.uint16)
     lse = np.zeros((pb.batch, pb.heads, pb.seqlen_q), np.uint32)
     n_ctas = pb.m_blocks * pb.heads * pb.batch
     # about 8 KV steps of kBlockM x kBlockN scores per CTA in flight: keep a batch near 64 CTAs
@@ -348,10 +355,11 @@ def check(q, k, v, softmax_scale=None, kernel: str = "fa2", **kw):
 
 
 def pad_inputs(args, q, k, v, kernel: str = "fa2"):
-    """16-bit patterns zero-padded to the instance's head dim (what FA2's predicated copy leaves in smem)."""
-    d = get(kernel).instance_for(args).headdim
+    """16-bit patterns zero-padded to the instance's head dim (what FA2's predicated copy leaves in smem);
+    v to the instance's V head dim."""
+    inst = get(kernel).instance_for(args)
     out = []
-    for x in (q, k, v):
+    for x, d in ((q, inst.headdim), (k, inst.headdim), (v, inst.headdim_v)):
         x = np.ascontiguousarray(np.asarray(x)).view(np.uint16)
         if x.shape[-1] != d:
             x = np.concatenate([x, np.zeros((*x.shape[:-1], d - x.shape[-1]), np.uint16)], axis=-1)
@@ -371,12 +379,12 @@ def run(q, k, v, softmax_scale=None, *, kernel: str = "fa2", threads: int | None
 
     args = check(q, k, v, softmax_scale, kernel, **kw)
     if args.seqlen_k == 0:  # mha_fwd: no launch; out 0, lse +inf
-        return np.zeros(args.q_shape, args.np_dtype), np.full(args.lse_shape, np.inf, np.float32)
+        return np.zeros(args.out_shape, args.np_dtype), np.full(args.lse_shape, np.inf, np.float32)
     pb = problem_from_args(args, kernel)
     qp, kp, vp = pad_inputs(args, q, k, v, kernel)
     with using(workers=workers, scheduler=scheduler, client=client) as cl:
         o, lse = forward(pb, qp, kp, vp, threads=threads, progress=progress, rec=rec, cluster=cl)
-    return np.ascontiguousarray(o[..., :args.headdim]).view(args.np_dtype), lse.view(np.float32)
+    return np.ascontiguousarray(o[..., :args.headdim_v]).view(args.np_dtype), lse.view(np.float32)
 
 
 # ---------------------------------------------------------------------------------------------- the kernel

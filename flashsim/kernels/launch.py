@@ -99,7 +99,7 @@ def prepare(kernel: str, q, k, v, softmax_scale=None, *, trace: bool = False, ba
         raise bad_argument("k.shape", k.shape, "seqlen_k == 0: flash_attn_func launches no kernel (out 0, lse +inf)")
     inst = spec.instance_for(args)
     xp, get_kernel = _backend(backend)
-    func = get_kernel(spec.source, inst.function(args.dtype), options=spec.build_options(trace))
+    func = get_kernel(spec.source, inst.function(args.dtype), options=spec.build_options(trace), arch=spec.arch)
     smem = inst.smem_bytes
     if smem > _DEFAULT_SMEM:
         func.max_dynamic_shared_size_bytes = smem
@@ -114,7 +114,7 @@ def run_kernel(kernel: str, q, k, v, softmax_scale=None, **kw):
     spec, args = check(kernel, q, k, v, softmax_scale, **{n: x for n, x in kw.items() if n not in ("backend", "trace")})
     if args.seqlen_k == 0:
         lse = np.full(args.lse_shape, np.inf, np.float32) if spec.writes_lse else None
-        return np.zeros(args.q_shape, args.np_dtype), lse
+        return np.zeros(args.out_shape, args.np_dtype), lse
     return prepare(kernel, q, k, v, softmax_scale, **kw).result()
 
 

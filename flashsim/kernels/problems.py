@@ -109,7 +109,9 @@ def make_case(params: dict) -> Case:
     dt = _NP[p["dtype"]]
     qs = (p["batch"], p["seqlen_q"], p["heads"], p["headdim"])
     ks = (p["batch"], p["seqlen_k"], p["heads_k"], p["headdim"])
-    q, k, v = rng.standard_normal(qs), rng.standard_normal(ks), rng.standard_normal(ks)
+    spec = get(p["kernel"])
+    vs = ks[:3] + (spec.headdim_v(p["headdim"]) if "hdim_v" in spec.features else p["headdim"],)
+    q, k, v = rng.standard_normal(qs), rng.standard_normal(ks), rng.standard_normal(vs)
     kind = p["kind"]
     if kind == "large":
         f = float(rng.uniform(4, 16))

@@ -109,16 +109,20 @@ _INTERP: dict[tuple[str, tuple[str, ...]], Any] = {}
 _INTERP_LOCK = threading.Lock()
 
 
-def interpreted_module(name: str, *, options: Sequence[str] = (), cubin: bytes | None = None) -> Any:
-    """``gpu/kernels/<name>`` compiled for sm_90 by NVRTC (the wheel, no GPU needed) as a
-    ``flashsim.cuda.RawModule``: the cubin the SASS interpreter runs, and that a GPU can load as is.
-    ``cubin``: use these bytes (a recorded build) instead of compiling, from now on for this source."""
+def interpreted_module(name: str, *, options: Sequence[str] = (), cubin: bytes | None = None,
+                       arch: str = "sm_90") -> Any:
+    """``gpu/kernels/<name>`` compiled for sm_90 (``arch="sm_90a"``: the architecture-specific target, for
+    wgmma and setmaxnreg) by NVRTC (the wheel, no GPU needed) as a ``flashsim.cuda.RawModule``: the cubin the
+    SASS interpreter runs, and that a GPU can load as is. ``cubin``: use these bytes (a recorded build)
+    instead of compiling, from now on for this source."""
     import flashsim.cuda as fc
 
+    if arch not in ("sm_90", "sm_90a"):
+        raise bad_argument("arch", arch, "expected 'sm_90' or 'sm_90a'")
     path = kernel_path(name)
     opts = check_options(options)
     digest = source_hash(name)
-    key = (digest, opts)
+    key = (digest, opts, arch)
     with _INTERP_LOCK:
         if cubin is not None:
             mod = _INTERP[key] = fc.RawModule(cubin=cubin)
@@ -133,11 +137,11 @@ def interpreted_module(name: str, *, options: Sequence[str] = (), cubin: bytes |
             code = f'#line 1 "{rel}"\n' + path.read_text(encoding="utf-8")
             common = (*BASE_OPTIONS, f"-DFLASHSIM_SOURCE_HASH=0x{digest[:16]}", *opts)
             cubin, _, _ = compile_cuda(code, name=path.name, options=(*common, f"--include-path={KERNELS_DIR}"),
-                                       key_options=(*common, "--include-path=gpu/kernels"))
+                                       key_options=(*common, "--include-path=gpu/kernels"), arch=arch)
             mod = _INTERP[key] = fc.RawModule(cubin=cubin)
         return mod
 
 
-def get_interpreted_kernel(name: str, function: str, *, options: Sequence[str] = ()) -> Any:
+def get_interpreted_kernel(name: str, function: str, *, options: Sequence[str] = (), arch: str = "sm_90") -> Any:
     """The kernel ``function`` of ``gpu/kernels/<name>`` in flashsim's SASS interpreter."""
-    return interpreted_module(name, options=options).get_function(function)
+    return interpreted_module(name, options=options, arch=arch).get_function(function)

@@ -48,9 +48,12 @@ FEATURES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "softcap": ("softcap", lambda a: a.softcap > 0),
     "gqa": ("GQA/MQA", lambda a: a.heads != a.heads_k),
     "chunk": ("chunked attention (attention_chunk)", lambda a: a.attention_chunk > 0),
+    "hdim_v": ("a V head dim other than Q's", lambda a: a.headdim_v != a.headdim),
 }
 #: sm_90: the most shared memory one CTA may have (227 KiB, after opting in above the 48 KiB default)
 SMEM_LIMIT = 227 * 1024
+#: a persistent kernel's CTAs: the SMs of an H100 SXM (and H200); the bits do not depend on it
+PERSISTENT_CTAS = 132
 #: the accumulator precisions flashsim.attention.attention_lowp models
 ACCUMULATORS = ("f32", "f16")
 
@@ -68,12 +71,15 @@ class Tiles:
     ``fma_rescale``: what nvcc made of the online softmax's ``l *= c; l = l + P[0]`` in this instance's SASS
     (with --use_fast_math it may contract): True, one ``FFMA.FTZ l, c, l, P0``; False, ``FMUL.FTZ l, c, l``
     then ``FADD.FTZ l, P0, l`` (the multiply stays in the rescale's branch, the add in the joined block).
-    The twins round as the instance does."""
+    The twins round as the instance does.
+
+    ``headdim_v``: an instance whose V (and O) head dim differs from Q's and K's (fa4h's qk 192 / v 128)."""
 
     headdim: int | None
     block_m: int
     block_n: int
     fma_rescale: bool = True
+    headdim_v: int | None = None  # V's and O's head dim when it is not ``headdim`` (a kernel with "hdim_v")
 
 
 @dataclass(frozen=True)
@@ -136,7 +142,12 @@ class KernelSpec:
     - ``progress_unit``: what the twin's ``progress(done, total)`` counts;
     - ``traceable``: its source has FS_TRACE points (gpu/kernels/trace.cuh) and its twin records them;
     - ``config_of``: the kernel this spec is another tile configuration of (same source and twin);
-      ``flashsim check`` runs one configuration per kernel unless named.
+      ``flashsim check`` runs one configuration per kernel unless named;
+    - ``arch``: the NVRTC target, sm_90 or sm_90a (wgmma, setmaxnreg);
+    - ``row_warps``: the warps that own query rows (16 each per m-tile), when not every warp does (a
+      warp-specialised kernel's producer warps own none);
+    - ``persistent``: the grid is one CTA per SM (:data:`PERSISTENT_CTAS`, or one per work tile when there are
+      fewer), each walking work tiles of (m_block, head, batch) as its kernel's header says.
     """
 
     name: str
@@ -158,6 +169,9 @@ class KernelSpec:
     progress_unit: str = "CTA"
     traceable: bool = True
     config_of: str | None = None
+    arch: str = "sm_90"
+    row_warps: int | None = None
+    persistent: bool = False
 
     def __post_init__(self) -> None:
         from flashsim.kernels.sources import check_options
@@ -173,6 +187,13 @@ class KernelSpec:
             fail("warps", self.warps, "expected a positive number of warps per CTA")
         if self.threads != 32 * self.warps:
             fail("threads", self.threads, f"expected 32 * warps = {32 * self.warps} threads per CTA")
+        if self.arch not in ("sm_90", "sm_90a"):
+            fail("arch", self.arch, "expected 'sm_90' or 'sm_90a'")
+        if self.row_warps is not None and (not isinstance(self.row_warps, int) or not 0 < self.row_warps <= self.warps):
+            fail("row_warps", self.row_warps, f"expected None or 1..warps ({self.warps})")
+        if any(t.headdim_v is not None for t in self.tiles) != ("hdim_v" in self.features):
+            fail("features", self.features, "an instance with its own headdim_v exactly when the kernel models "
+                                            "'hdim_v'")
         if not self.dtypes or any(d not in DTYPE_SUFFIX for d in self.dtypes):
             fail("dtypes", self.dtypes, f"expected element types from {tuple(DTYPE_SUFFIX)}")
         unknown = set(self.features) - set(FEATURES)
@@ -193,8 +214,13 @@ class KernelSpec:
                     fail("smem", b, f"instance hdim {t.headdim} needs more shared memory than an sm_90 CTA "
                                     f"has ({SMEM_LIMIT} bytes)")
 
+    @property
+    def compute_warps(self) -> int:
+        """The warps that own query rows (``row_warps``, else every warp)."""
+        return self.row_warps or self.warps
+
     def _check_tiles(self) -> None:
-        rows = 16 * self.warps
+        rows = 16 * self.compute_warps
         if not isinstance(self.tiles, tuple) or not self.tiles or not all(isinstance(t, Tiles) for t in self.tiles):
             raise bad_argument("tiles", self.tiles, f"kernel {self.name!r}: expected a non-empty tuple of Tiles")
         dims = [t.headdim for t in self.tiles]
@@ -208,6 +234,10 @@ class KernelSpec:
             if not isinstance(t.block_m, int) or t.block_m < rows or t.block_m % rows:
                 raise bad_argument("block_m", t.block_m, f"{at}: expected a multiple of 16 * warps = {rows} (each "
                                                          "warp owns 16-row m-tiles)")
+            if t.headdim_v is not None and (not isinstance(t.headdim_v, int) or t.headdim_v < 16 or t.headdim_v % 16
+                                            or t.headdim is None):
+                raise bad_argument("headdim_v", t.headdim_v, f"{at}: expected a positive multiple of 16 of an "
+                                                             "instance with a fixed head dim")
             if not isinstance(t.block_n, int) or t.block_n < 16 or t.block_n % 16:
                 raise bad_argument("block_n", t.block_n, f"{at}: expected a positive multiple of 16 (16-key "
                                                          "slices of P V)")
@@ -293,14 +323,14 @@ class KernelSpec:
                 if not isinstance(headdim, int) or headdim < 16 or headdim % 16:
                     raise bad_argument("headdim", headdim, f"kernel {self.name!r} needs headdim % 16 == 0 (it "
                                                            "steps through d in 16-wide mma slices)")
-                inst = Instance(self, headdim, t.block_m, t.block_n, t.fma_rescale)
+                inst = Instance(self, headdim, t.block_m, t.block_n, t.fma_rescale, headdim)
                 if inst.smem_bytes > SMEM_LIMIT:
                     raise bad_argument("headdim", headdim, f"kernel {self.name!r} at this head dim needs "
                                                            f"{inst.smem_bytes} bytes of shared memory, more than "
                                                            f"an sm_90 CTA has ({SMEM_LIMIT})")
                 return inst
             if t.headdim == headdim:
-                return Instance(self, headdim, t.block_m, t.block_n, t.fma_rescale)
+                return Instance(self, headdim, t.block_m, t.block_n, t.fma_rescale, t.headdim_v or headdim)
         raise bad_argument("headdim", headdim, f"kernel {self.name!r} instances have head dim "
                                                f"{' or '.join(map(str, self.headdims))}")
 
@@ -321,8 +351,16 @@ class KernelSpec:
         return self.instance(headdim)
 
     def instance_for(self, args) -> "Instance":
-        """The instance that runs a call (``AttentionArgs``)."""
-        return self.instance_for_headdim(args.headdim)
+        """The instance that runs a call (``AttentionArgs``): by Q's head dim, V's must be the instance's."""
+        inst = self.instance_for_headdim(args.headdim)
+        if "hdim_v" in self.features and args.headdim_v != inst.headdim_v:
+            raise bad_argument("v", args.v_shape, f"kernel {self.name!r} at head dim {inst.headdim} takes v of head "
+                                                  f"dim {inst.headdim_v}")
+        return inst
+
+    def headdim_v(self, headdim: int) -> int:
+        """V's head dim of the instance of head dim ``headdim``."""
+        return self.instance(headdim).headdim_v
 
     @property
     def function_names(self) -> list[str]:
@@ -346,11 +384,16 @@ class Instance:
     block_m: int
     block_n: int
     fma_rescale: bool = True
+    headdim_v: int | None = None  # V's and O's head dim (None: headdim)
+
+    def __post_init__(self):
+        if self.headdim_v is None:
+            object.__setattr__(self, "headdim_v", self.headdim)
 
     @property
     def rows_per_m(self) -> int:
-        """Rows between a warp's consecutive m-tiles: 16 per warp of the CTA."""
-        return 16 * self.spec.warps
+        """Rows between a warp's consecutive m-tiles: 16 per row-owning warp of the CTA."""
+        return 16 * self.spec.compute_warps
 
     @property
     def m_tiles(self) -> int:
@@ -379,8 +422,15 @@ class Instance:
             off += b.bytes
         raise bad_argument("name", name, f"expected one of {[b.name for b in self.smem_buffers]}")
 
+    def work_tiles(self, args) -> int:
+        """(m_block, head, batch) work tiles of a call."""
+        return -(-args.seqlen_q // self.block_m) * args.heads * args.batch
+
     def grid(self, args) -> tuple[int, int, int]:
-        """(x, y, z) CTAs of a call: (query blocks, heads, batch)."""
+        """(x, y, z) CTAs of a call: (query blocks, heads, batch), or for a persistent kernel
+        (min(work tiles, PERSISTENT_CTAS), 1, 1)."""
+        if self.spec.persistent:
+            return (max(1, min(self.work_tiles(args), PERSISTENT_CTAS)), 1, 1)
         return (-(-args.seqlen_q // self.block_m), args.heads, args.batch)
 
     def ctas(self, args) -> int:
@@ -453,6 +503,20 @@ def _v6_smem(inst: Instance) -> tuple[SmemBuffer, ...]:
     return _v5_smem(inst, swizzle=True)
 
 
+def _fa4h_smem(inst: Instance) -> tuple[SmemBuffer, ...]:
+    """fa4h.cu: sQ (two stages of 64 x d: boxes of 64 columns with the 128-byte swizzle, which is fa2's
+    Swizzle<3,3,3> tiling), the K/V region (three stages, uneven for qk 192 / v 128:
+    flashsim.attention.ws_plan.KVLayout), ten mbarriers and the 1024 bytes the kernel may skip to align its
+    tiles."""
+    from flashsim.attention.ws_plan import KVLayout
+    from flashsim.layout import S, make_layout
+
+    kv = KVLayout(inst.headdim, inst.headdim_v, inst.block_n)
+    return (SmemBuffer("sQ", fa2_smem_layout(64, inst.headdim), 2, 2),
+            SmemBuffer("sKV", make_layout(S(kv.total_bytes // 2)), 2),
+            SmemBuffer("mbarriers", make_layout(S(10)), 8), SmemBuffer("align", make_layout(S(1024)), 1))
+
+
 # ---------------------------------------------------------------------------------------------- the registry
 
 #: Every kernel, by name.
@@ -522,6 +586,20 @@ register(KernelSpec(
     config_of="fa2", **_FA2,
     doc="fa2 with flash-attn's sm8x tiles (Flash_fwd_kernel_traits of sm86/sm89: 64 x 64 at head dim 128, "
         "square for causal)"))
+# seed 004's warp-specialised pipeline on sm_90 (fa4h.cu): row arithmetic of fa2.cu at 128 x 128 (its twin),
+# NVRTC 13.0 leaves the row sum's rescale uncontracted in every instance (FMUL.FTZ then FADD.FTZ)
+register(KernelSpec(
+    name="fa4h", source="fa4h.cu", entry="fa4h_hdim{hdim}_{dtype}", twin="flashsim.kernels.fa4h",
+    tiles=(Tiles(64, 128, 128, fma_rescale=False), Tiles(128, 128, 128, fma_rescale=False),
+           Tiles(192, 128, 128, fma_rescale=False, headdim_v=128)),
+    smem=_fa4h_smem, warps=12, threads=384, row_warps=8, arch="sm_90a", persistent=True, traceable=False,
+    features=frozenset({"masks", "softcap", "gqa", "hdim_v"}), writes_lse=True, options=("--use_fast_math",),
+    progress_unit="work tile",
+    domain=Domain(heads=(1, 2), group=(1, 2, 3), seqlen_q=(1, 7, 64, 100, 128, 129, 200, 256, 300),
+                  seqlen_k=(1, 5, 64, 100, 128, 129, 257, 300), headdim=(64, 128, 192)),
+    doc="seed 004's warp-specialised pipeline (FA4's sm100 forward) on sm_90: a TMA producer warp, Q in 2 stages, "
+        "K/V in 3 (uneven for qk 192 / v 128), two wgmma consumer warpgroups with the s0/s1 ordering barrier, "
+        "persistent; masks, softcap, GQA/MQA, fp16/bf16, head dims 64, 128 and 192 (v 128), LSE"))
 # chunked attention (FA3's attention_chunk) in fa2.cu's kChunked instances, which take attention_chunk after
 # is_local; the tiles of flash-attn's sm80 traits without dropout (flash_fwd_launch_template.h:
 # run_mha_fwd_hdim64 and run_mha_fwd_hdim128 off sm8x)

@@ -1,0 +1,247 @@
+"""gpu/kernels/fa4h.cu on the GPU against its twin and float64, recorded for the interpreter's replay.
+
+    python -m flashsim.gpu.validate_fa4h --out DIR [--problems 120] [--seed 2026] [--record]
+    python -m flashsim.gpu.validate_fa4h --replay traces/fa4h/fa4h_problems.json [--first N] [--schedules S]
+
+1. The cubin: the build the interpreter runs (flashsim.kernels.sources.interpreted_module, NVRTC 13.0 from its
+   wheel, sm_90a, the spec's options), loaded on the GPU as is (backend "gpu-cubin").
+2. ``--problems`` random problems of the kernel's domain (flashsim.kernels.problems.draw_params with a numpy
+   generator seeded by ``--seed``; inputs regenerate from each problem's own seed): every head dim (64, 128,
+   192 with v 128), fp16 and bf16, causal / local / no mask, softcap, GQA/MQA, seqlens off the tiles, the input
+   kinds of flashsim.kernels.problems (normal, large, identical rows, subnormal, NaN/Inf), each on a grid of 1,
+   2 or 3 CTAs (every CTA walks several work tiles: barrier phases and stage rounds carry over from tile to
+   tile) or on the kernel's own grid (one CTA per tile up to 132), a quarter each. Per problem: the
+   GPU's out and lse against the twin's bit for bit (flashsim.kernels.fa2 at 128 x 128), and against float64 by
+   flash-attn's rule (normal and large inputs).
+3. With ``--record``: DIR/fa4h_problems.json (provenance; per problem its parameters, the sha256 of the GPU's
+   out and lse bytes, the checks) and DIR/fa4h_cubin.npz (the cubin the GPU ran): both belong in traces/fa4h/.
+
+``--replay`` runs the recorded cubin on the recorded problems in the interpreter (no GPU): the sha256 of its
+out and lse must equal the GPU's; ``--schedules S`` also runs each problem under S seeded schedules of the
+warp scheduler (flashsim.sass.schedules.schedule_options) with the race detector, each giving the same bytes
+and no race or protocol finding. Exit status 1 on any difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+KERNEL = "fa4h"
+REPO = Path(__file__).resolve().parent.parent
+RECORD = REPO / "traces" / "fa4h" / "fa4h_problems.json"
+CUBIN = RECORD.parent / "fa4h_cubin.npz"
+
+
+def draw(n: int, seed: int) -> list[dict]:
+    """``n`` problems of fa4h's domain (parameters only; inputs come from each problem's seed)."""
+    from flashsim.kernels.problems import draw_params, rng_pick
+
+    pick = rng_pick(np.random.default_rng(seed))
+    return [draw_params(pick, KERNEL) for _ in range(n)]
+
+
+def draw_ctas(problems: list[dict], seed: int) -> list[int]:
+    """The persistent grid of each problem: 1, 2 or 3 CTAs (each walks several work tiles, so barrier phases
+    carry over from tile to tile) or the kernel's own grid (one CTA per tile up to 132), a quarter each."""
+    from flashsim.kernels.problems import make_case
+    from flashsim.kernels.spec import get
+
+    rng = np.random.default_rng(seed + 1)
+    out = []
+    for p in problems:
+        c = int(rng.integers(4))
+        if c == 3:
+            case = make_case(_params(p))
+            args = get(KERNEL).check(case.q, case.k, case.v, **case.kwargs)
+            c = get(KERNEL).instance_for(args).grid(args)[0]
+        else:
+            c += 1
+        out.append(c)
+    return out
+
+
+def prepared(p: dict, ctas: int, backend: str):
+    """The launch of problem ``p`` on ``backend`` with a grid of ``ctas`` CTAs, and its case."""
+    from flashsim.kernels.launch import prepare
+    from flashsim.kernels.problems import make_case
+
+    case = make_case(_params(p))
+    prep = prepare(KERNEL, case.q, case.k, case.v, backend=backend, **case.kwargs)
+    prep.grid = (int(ctas), 1, 1)
+    return prep, case
+
+
+def _sha(a) -> str:
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+
+
+def _jsonable(p: dict) -> dict:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in p.items()}
+
+
+def _params(p: dict) -> dict:
+    return {k: (tuple(v) if isinstance(v, list) else v) for k, v in p.items()}
+
+
+def check_problem(p: dict, run_kernel) -> dict[str, Any]:
+    """One problem on ``run_kernel(q, k, v, **kw) -> (out, lse)``: digests, twin equality, flash-attn's rule."""
+    from flashsim.attention import check_args
+    from flashsim.attention.reference import attention_lowp, attention_reference, passes_flash_attn_rule
+    from flashsim.kernels.problems import make_case
+    from flashsim.kernels.spec import get
+
+    case = make_case(_params(p))
+    out, lse = run_kernel(case.q, case.k, case.v, **case.kwargs)
+    o_t, l_t = get(KERNEL).twin_module.run(case.q, case.k, case.v, **case.kwargs)
+    res: dict[str, Any] = {"describe": case.describe(), "out_sha256": _sha(out.view(np.uint16)),
+                           "lse_sha256": _sha(lse.view(np.uint32)),
+                           "twin_out_equal": bool(np.array_equal(out.view(np.uint16), o_t.view(np.uint16))),
+                           "twin_lse_equal": bool(np.array_equal(lse.view(np.uint32), l_t.view(np.uint32)))}
+    if p["kind"] in ("normal", "large"):
+        args = check_args(case.q, case.k, case.v, **case.kwargs)
+        ref, _ = attention_reference(case.q, case.k, case.v, args)
+        low, _ = attention_lowp(case.q, case.k, case.v, args)
+        r = passes_flash_attn_rule(out, ref, low)
+        res["rule"] = {"passed": r.passed, "max_err": r.max_err, "bound": r.bound}
+    return res
+
+
+def record(out_dir: Path, n: int, seed: int, write: bool) -> int:
+    from flashsim.gpu import runtime
+    from flashsim.kernels.sources import interpreted_module
+    from flashsim.kernels.spec import get
+
+    spec = get(KERNEL)
+    cubin = interpreted_module(spec.source, options=spec.build_options(), arch=spec.arch).cubin
+    problems = draw(n, seed)
+    grids = draw_ctas(problems, seed)
+    rows, bad = [], 0
+    t0 = time.time()
+    for i, (p, ctas) in enumerate(zip(problems, grids)):
+        def run_gpu(q, k, v, **kw):
+            return prepared(p, ctas, "gpu-cubin")[0].result()
+
+        r = check_problem(p, run_gpu)
+        ok = r["twin_out_equal"] and r["twin_lse_equal"] and r.get("rule", {"passed": True})["passed"]
+        bad += not ok
+        rows.append({"params": _jsonable(p), "ctas": ctas, **r})
+        print(f"{i:4d} {'ok ' if ok else 'BAD'} {r['describe']} ({ctas} CTAs)", flush=True)
+    info = runtime.device_info()
+    rep = {"kernel": KERNEL, "source": "gpu/kernels/fa4h.cu", "what": "validate_fa4h --record",
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+           "device": info, "seed": seed, "cubin_sha256": hashlib.sha256(cubin).hexdigest(),
+           "command": f"python -m flashsim.gpu.validate_fa4h --out DIR --problems {n} --seed {seed} --record",
+           "seconds": round(time.time() - t0, 1), "problems": rows,
+           "summary": {"problems": len(rows), "failed": bad,
+                       "twin_equal": sum(r["twin_out_equal"] and r["twin_lse_equal"] for r in rows),
+                       "rule_checked": sum("rule" in r for r in rows),
+                       "rule_passed": sum(r.get("rule", {}).get("passed", False) for r in rows)}}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "fa4h_problems.json").write_text(json.dumps(rep, indent=1) + "\n")
+    if write:
+        np.savez_compressed(out_dir / "fa4h_cubin.npz", cubin=np.frombuffer(cubin, np.uint8))
+    print(json.dumps(rep["summary"]))
+    return 1 if bad else 0
+
+
+def recorded_cubin(path: Path = CUBIN) -> bytes:
+    with np.load(path) as z:
+        return bytes(z["cubin"])
+
+
+def replay(record_path: Path, first: int | None, schedules: int, cubin_path: Path | None = None) -> int:
+    """The recorded problems in the interpreter on the recorded cubin: digests must equal the GPU's."""
+    import flashsim.cuda as fc
+
+    rec = json.loads(Path(record_path).read_text())
+    cubin = recorded_cubin(cubin_path or Path(record_path).with_name("fa4h_cubin.npz"))
+    if hashlib.sha256(cubin).hexdigest() != rec["cubin_sha256"]:
+        print("the cubin file does not hold the recorded cubin", file=sys.stderr)
+        return 1
+    module = fc.RawModule(cubin=cubin)
+    rows = rec["problems"][:first]
+    bad = 0
+    for i, row in enumerate(rows):
+        p = _params(row["params"])
+        runs = [None] + list(range(schedules))
+        for sched in runs:
+            got = replay_one(p, sched, row.get("ctas"), module)
+            same = got["out_sha256"] == row["out_sha256"] and got["lse_sha256"] == row["lse_sha256"]
+            clean = not got.get("findings")
+            bad += not (same and clean)
+            what = "default schedule" if sched is None else f"schedule {sched}"
+            print(f"{i:4d} {'ok ' if same and clean else 'BAD'} {row['describe']} ({what}, {got['seconds']:.1f} s"
+                  f"{', ' + got['findings'] if got.get('findings') else ''})", flush=True)
+    print(f"{len(rows)} problems x {1 + schedules} schedules: {bad} differ from the GPU")
+    return 1 if bad else 0
+
+
+def replay_one(p: dict, schedule: int | None, ctas: int | None = None, module=None) -> dict[str, Any]:
+    """One recorded problem in the interpreter on ``ctas`` CTAs (None: the kernel's grid), under the default
+    schedule or a seeded one with the race detector, running ``module`` (a flashsim.cuda.RawModule of the
+    recorded cubin; None: the source's own build); digests, findings, seconds."""
+    import flashsim.cuda as fc
+    from flashsim.sass.schedules import schedule_options
+
+    prep, _ = prepared(p, 0, "interp")
+    if module is not None:
+        prep.func = module.get_function(prep.func.name)
+        prep.func.max_dynamic_shared_size_bytes = prep.smem
+    if ctas is not None:
+        prep.grid = (int(ctas), 1, 1)
+    else:
+        from flashsim.kernels.problems import make_case
+        from flashsim.kernels.spec import get
+
+        case = make_case(p)
+        args = get(KERNEL).check(case.q, case.k, case.v, **case.kwargs)
+        prep.grid = get(KERNEL).instance_for(args).grid(args)
+    t0 = time.time()
+    findings = ""
+    if schedule is None:
+        out, lse = prep.result()
+    else:
+        opts = schedule_options(schedule)
+        with fc.checking(banks=False, races=True) as rep:
+            prep.func(prep.grid, (prep.threads,), prep.params, shared_mem=prep.smem, exec_options=opts)
+        out, lse = prep.fetch()
+        if rep.race_count or rep.protocol:
+            findings = f"{rep.race_count} races, {len(rep.protocol)} protocol findings"
+    return {"out_sha256": _sha(out.view(np.uint16)), "lse_sha256": _sha(lse.view(np.uint32)), "findings": findings,
+            "seconds": time.time() - t0}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, help="where the record goes (with a GPU)")
+    ap.add_argument("--problems", type=int, default=120)
+    ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--record", action="store_true", help="also write the cubin the GPU ran")
+    ap.add_argument("--replay", type=Path, help="a record to replay in the interpreter (no GPU)")
+    ap.add_argument("--first", type=int, help="replay only the first N problems")
+    ap.add_argument("--schedules", type=int, default=0, help="seeded schedules per replayed problem")
+    a = ap.parse_args(argv)
+    if (a.out is None) == (a.replay is None):
+        ap.error("give --out DIR (record on the GPU) or --replay RECORD (interpreter)")
+    if a.problems < 1:
+        ap.error(f"--problems {a.problems}: expected at least 1")
+    if a.first is not None and a.first < 1:
+        ap.error(f"--first {a.first}: expected at least 1")
+    if a.schedules < 0:
+        ap.error(f"--schedules {a.schedules}: expected >= 0")
+    if a.replay is not None:
+        return replay(a.replay, a.first, a.schedules)
+    return record(a.out, a.problems, a.seed, a.record)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -2,6 +2,7 @@
 
     python -m flashsim.gpu.validate_fa4h --out DIR [--problems 120] [--seed 2026] [--record]
     python -m flashsim.gpu.validate_fa4h --replay traces/fa4h/fa4h_problems.json [--first N] [--schedules S]
+    python -m flashsim.gpu.validate_fa4h --explore N [--first-seed S]
 
 1. The cubin: the build the interpreter runs (flashsim.kernels.sources.interpreted_module, NVRTC 13.0 from its
    wheel, sm_90a, the spec's options), loaded on the GPU as is (backend "gpu-cubin").
@@ -19,7 +20,9 @@
 ``--replay`` runs the recorded cubin on the recorded problems in the interpreter (no GPU): the sha256 of its
 out and lse must equal the GPU's; ``--schedules S`` also runs each problem under S seeded schedules of the
 warp scheduler (flashsim.sass.schedules.schedule_options) with the race detector, each giving the same bytes
-and no race or protocol finding. Exit status 1 on any difference.
+and no race or protocol finding. ``--explore N`` runs the two EXPLORE problems on one CTA under N seeded
+schedules each with the race detector (the correct kernel must stay clean and give the same bytes). Exit
+status 1 on any difference.
 """
 
 from __future__ import annotations
@@ -220,6 +223,36 @@ def replay_one(p: dict, schedule: int | None, ctas: int | None = None, module=No
             "seconds": time.time() - t0}
 
 
+#: the problems ``--explore`` sweeps: the uneven qk 192 / v 128 layout over two rounds of the three stages and
+#: the even 64 / 64 one with causal masks, each on one CTA that walks every work tile
+EXPLORE = (
+    {"kernel": KERNEL, "seed": 1, "kind": "normal", "batch": 1, "heads_k": 1, "heads": 2, "seqlen_q": 129,
+     "seqlen_k": 300, "headdim": 192, "dtype": "bfloat16", "causal": False, "window_size": (-1, -1), "softcap": 0.0,
+     "softmax_scale": None},
+    {"kernel": KERNEL, "seed": 2, "kind": "normal", "batch": 1, "heads_k": 1, "heads": 2, "seqlen_q": 300,
+     "seqlen_k": 257, "headdim": 64, "dtype": "float16", "causal": True, "window_size": (-1, -1), "softcap": 0.0,
+     "softmax_scale": None},
+)
+
+
+def explore(n: int, first_seed: int = 0) -> int:
+    """Each EXPLORE problem on one CTA under the default schedule and ``n`` seeded ones with the race detector:
+    every run must give the default run's bytes and report nothing. Exit status 1 otherwise."""
+    bad = 0
+    for p in EXPLORE:
+        base = replay_one(p, None, 1)
+        t0 = time.time()
+        for seed in range(first_seed, first_seed + n):
+            got = replay_one(p, seed, 1)
+            same = (got["out_sha256"], got["lse_sha256"]) == (base["out_sha256"], base["lse_sha256"])
+            if not same or got["findings"]:
+                bad += 1
+                print(f"schedule {seed}: {'bytes differ' if not same else ''} {got['findings']}", flush=True)
+        print(f"d {p['headdim']} causal={p['causal']}: {n} schedules in {time.time() - t0:.0f} s, {bad} bad "
+              f"(out {base['out_sha256'][:16]})", flush=True)
+    return 1 if bad else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, help="where the record goes (with a GPU)")
@@ -229,7 +262,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--replay", type=Path, help="a record to replay in the interpreter (no GPU)")
     ap.add_argument("--first", type=int, help="replay only the first N problems")
     ap.add_argument("--schedules", type=int, default=0, help="seeded schedules per replayed problem")
+    ap.add_argument("--explore", type=int, help="run the EXPLORE problems under this many seeded schedules")
+    ap.add_argument("--first-seed", type=int, default=0)
     a = ap.parse_args(argv)
+    if a.explore is not None:
+        if a.explore < 1:
+            ap.error(f"--explore {a.explore}: expected at least 1")
+        return explore(a.explore, a.first_seed)
     if (a.out is None) == (a.replay is None):
         ap.error("give --out DIR (record on the GPU) or --replay RECORD (interpreter)")
     if a.problems < 1:

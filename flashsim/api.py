@@ -4,7 +4,8 @@ CUDA kernel itself (``backend="gpu"``).
 Kernels: every kernel of ``flashsim.kernels.spec.SPECS`` (``fa2``, seed 000's FlashAttention-2 with masks,
 softcap, GQA/MQA, fp16/bf16, head dims up to 128 and LSE, ``fa2_sm8x``, the same kernel with flash-attn's
 sm8x tiles, and ``fa2_chunked``, with FlashAttention-3's chunked attention (``attention_chunk``) too;
-``kernel1``, seed 002; ``v5`` and ``v6``, seed 001); each spec's ``doc`` says what it models. A feature a
+``kernel1``, seed 002; ``v5`` and ``v6``, seed 001; ``fa4h``, seed 004's warp-specialised pipeline on sm_90 with
+head dims 64, 128 and qk 192 / v 128); each spec's ``doc`` says what it models. A feature a
 kernel does not have raises NotImplementedError naming it; a shape outside a kernel's preconditions raises
 ArgumentError naming the precondition.
 """
@@ -27,7 +28,7 @@ WRITES_LSE = tuple(name for name, spec in SPECS.items() if spec.writes_lse)
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                     alibi_slopes=None, deterministic=False, return_attn_probs=False, *, kernel="fa2",
                     backend="sim", attention_chunk=0):
-    """Attention over (batch, seqlen, heads, headdim) inputs; returns out with q's shape and dtype, or with
+    """Attention over (batch, seqlen, heads, headdim) inputs; returns out with q's shape (v's head dim) and dtype, or with
     ``return_attn_probs`` the tuple (out, softmax_lse, None) as flash-attn does (LSE float32, (batch, heads,
     seqlen_q); the third item, flash-attn's dropout pattern, is None: dropout is not modelled).
 

@@ -14,7 +14,7 @@ import re
 import sys
 
 from flashsim._version import __version__
-from flashsim.cli import check, info, layout, run, trace, warp
+from flashsim.cli import check, info, layout, pipeline, run, trace, warp
 from flashsim.errors import FlashsimError
 
 __all__ = ["build_parser", "main", "parsers", "plain"]
@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_parser(sub)
     warp.add_parsers(sub)
     layout.add_parser(sub)
+    pipeline.add_parser(sub)
     _plain_help(p)
     return p
 

@@ -19,9 +19,12 @@ import numpy as np
 from flashsim.errors import bad_argument
 from flashsim.kernels import fa2
 
-__all__ = ["BLOCK_M", "BLOCK_N", "REGISTER_FORMATS", "THREADS", "check", "launch_args", "map_specs", "memory",
+__all__ = ["BARRIERS", "BLOCK_M", "BLOCK_N", "REGISTER_FORMATS", "THREADS", "check", "launch_args", "map_specs", "memory",
            "problem", "run", "smem_bytes", "tile_steps", "tiles", "trace_program", "trace_registers"]
 
+#: fa4h.cu's mbarriers, eight bytes each from the first, in shared-memory order
+BARRIERS = ("q_full[0]", "q_full[1]", "q_empty[0]", "q_empty[1]", "kv_full[0]", "kv_full[1]", "kv_full[2]",
+            "kv_empty[0]", "kv_empty[1]", "kv_empty[2]")
 BLOCK_M = 128  # query rows of a work tile (two consumer warpgroups of 64)
 BLOCK_N = 128  # keys of a KV block
 THREADS = 384  # a producer warpgroup and two consumer warpgroups

@@ -42,7 +42,7 @@ def cmd_pipeline(args) -> int:
     import ml_dtypes
 
     from flashsim.kernels import ws_schedule as W
-    from flashsim.errors import bad_argument
+    from flashsim.errors import bad_argument, location
 
     if not 0 <= args.cta < args.ctas:
         raise bad_argument("--cta", args.cta, f"expected 0..{args.ctas - 1} (--ctas {args.ctas})")
@@ -60,7 +60,7 @@ def cmd_pipeline(args) -> int:
     diffs = W.check_loads(run, a, inst, args.cta, ctas)
     print(f"fa4h, head dims qk {args.headdim} / v {dv}, {args.dtype}, seqlen_q {args.seqlen_q}, seqlen_k "
           f"{args.seqlen_k}, {args.heads} head(s), batch {args.batch}{', causal' if args.causal else ''}: "
-          f"{ctas} CTA(s), the loads of CTA {args.cta} in the interpreter's run")
+          f"{ctas} CTA(s); the loads of {location(cta=args.cta)} in the interpreter's run")
     print("bytes: relative to the buffer (Q stages, or the K/V region); waits passed: the producer's empty-barrier "
           "waits since the load before (barrier@parity); plan: flashsim.attention.ws_plan\n")
     print(W.format_loads(run))

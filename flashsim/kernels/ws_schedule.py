@@ -71,7 +71,9 @@ def _names(events, cta: int) -> dict[int, str]:
 
     inits = sorted({e.barrier for e in events if e.cta == cta and e.kind == "init"})
     if len(inits) != len(BARRIERS):
-        raise ValueError(f"cta {cta} initialised {len(inits)} mbarriers, fa4h.cu has {len(BARRIERS)}")
+        from flashsim.errors import location
+
+        raise ValueError(f"{location(cta=cta)}: {len(inits)} mbarriers initialised, fa4h.cu has {len(BARRIERS)}")
     first = inits[0]
     return {a: BARRIERS[(a - first) // 8] for a in inits}
 

@@ -46,7 +46,7 @@ def get_cubin_kernel(source: str, function: str, *, options: Sequence[str] = (),
 def encode_tensor_map(args: tuple, address: int) -> bytes:
     """The 128 bytes the driver's cuTensorMapEncodeTiled writes for ``args`` = (data type, rank, dims, strides
     in bytes, box, element strides, interleave, swizzle, L2 promotion, OOB fill enums) at device ``address``."""
-    return importlib.import_module("flashsim.gpu.validate_hopper_kernels").encode_raw(args, address)
+    return _runtime().encode_tensor_map(args, address)
 
 
 def load_cubin(cubin: bytes) -> Any:

@@ -11,6 +11,8 @@ a failed launch raises :class:`LaunchError` naming the kernel.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import hashlib
 import math
 import numbers
@@ -36,6 +38,7 @@ __all__ = [
     "CompileError",
     "GpuUnavailable",
     "LaunchError",
+    "encode_tensor_map",
     "check_compiles_nvcc",
     "current_arch",
     "device_info",
@@ -220,6 +223,40 @@ def load_cubin(cubin: bytes) -> Any:
             raise LaunchError(path.name, "the cubin file does not hold the interpreter's bytes")
         mod = _CUBIN_GPU[digest] = cupy.RawModule(path=str(path))
     return mod
+
+
+@functools.lru_cache(maxsize=1)
+def _libcuda() -> ctypes.CDLL:
+    lib = ctypes.CDLL("libcuda.so.1")
+    f = lib.cuTensorMapEncodeTiled
+    f.restype = ctypes.c_int
+    f.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
+                  ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
+                  ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    lib.cuGetErrorString.restype = ctypes.c_int
+    lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+    return lib
+
+
+def encode_tensor_map(args: tuple, address: int, name: str = "tensor map", what=None) -> bytes:
+    """The 128 bytes the driver's cuTensorMapEncodeTiled writes for ``args`` = (data type enum, rank, dims,
+    strides in bytes, box, element strides, interleave, swizzle, L2 promotion, OOB fill enums) at device
+    ``address`` (needs a current context: call after cupy has touched the device); a refusal raises
+    LaunchError with the CUresult and ``what`` (default: the arguments)."""
+    lib = _libcuda()
+    dtype, rank, dims, strides, box, estr, *enums = args
+    buf = ctypes.create_string_buffer(128 + 64)
+    aligned = (ctypes.addressof(buf) + 63) & ~63  # the map must be 64-byte aligned
+    rc = lib.cuTensorMapEncodeTiled(ctypes.c_void_p(aligned), dtype, rank, ctypes.c_void_p(address),
+                                    (ctypes.c_uint64 * rank)(*dims),
+                                    (ctypes.c_uint64 * max(1, rank - 1))(*(strides or (0,))),
+                                    (ctypes.c_uint32 * rank)(*box), (ctypes.c_uint32 * rank)(*estr), *enums)
+    if rc != 0:
+        msg = ctypes.c_char_p()
+        lib.cuGetErrorString(rc, ctypes.byref(msg))
+        raise LaunchError("cuTensorMapEncodeTiled", f"{name}: CUresult {rc} "
+                                                    f"({(msg.value or b'?').decode()}) for {what or args}")
+    return ctypes.string_at(aligned, 128)
 
 
 def get_cubin_kernel(name: str, function: str, *, options: Sequence[str] = (), arch: str = "sm_90") -> Any:

@@ -72,15 +72,16 @@ def draw_ctas(problems: list[dict], seed: int) -> list[int]:
     return out
 
 
-def prepared(p: dict, ctas: int, backend: str):
-    """The launch of problem ``p`` on ``backend`` with a grid of ``ctas`` CTAs, and its case."""
+def prepared(p: dict, ctas: int | None, backend: str):
+    """The launch of problem ``p`` on ``backend`` with a grid of ``ctas`` CTAs (None: the kernel's own)."""
     from flashsim.kernels.launch import prepare
     from flashsim.kernels.problems import make_case
 
     case = make_case(_params(p))
     prep = prepare(KERNEL, case.q, case.k, case.v, backend=backend, **case.kwargs)
-    prep.grid = (int(ctas), 1, 1)
-    return prep, case
+    if ctas is not None:
+        prep.grid = (int(ctas), 1, 1)
+    return prep
 
 
 def _sha(a) -> str:
@@ -131,7 +132,7 @@ def record(out_dir: Path, n: int, seed: int, write: bool) -> int:
     t0 = time.time()
     for i, (p, ctas) in enumerate(zip(problems, grids)):
         def run_gpu(q, k, v, **kw):
-            return prepared(p, ctas, "gpu-cubin")[0].result()
+            return prepared(p, ctas, "gpu-cubin").result()
 
         r = check_problem(p, run_gpu)
         ok = r["twin_out_equal"] and r["twin_lse_equal"] and r.get("rule", {"passed": True})["passed"]
@@ -195,19 +196,10 @@ def replay_one(p: dict, schedule: int | None, ctas: int | None = None, module=No
     import flashsim.cuda as fc
     from flashsim.sass.schedules import schedule_options
 
-    prep, _ = prepared(p, 0, "interp")
+    prep = prepared(p, ctas, "interp")
     if module is not None:
         prep.func = module.get_function(prep.func.name)
         prep.func.max_dynamic_shared_size_bytes = prep.smem
-    if ctas is not None:
-        prep.grid = (int(ctas), 1, 1)
-    else:
-        from flashsim.kernels.problems import make_case
-        from flashsim.kernels.spec import get
-
-        case = make_case(p)
-        args = get(KERNEL).check(case.q, case.k, case.v, **case.kwargs)
-        prep.grid = get(KERNEL).instance_for(args).grid(args)
     t0 = time.time()
     findings = ""
     if schedule is None:
@@ -278,6 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.schedules < 0:
         ap.error(f"--schedules {a.schedules}: expected >= 0")
     if a.replay is not None:
+        if not a.replay.is_file() or not a.replay.with_name("fa4h_cubin.npz").is_file():
+            ap.error(f"--replay {a.replay}: expected a record with fa4h_cubin.npz beside it (traces/fa4h/)")
         return replay(a.replay, a.first, a.schedules)
     return record(a.out, a.problems, a.seed, a.record)
 

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import ctypes
 import datetime
 import functools
 import hashlib
@@ -64,7 +63,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from flashsim.errors import LaunchError, bad_argument
+from flashsim.errors import bad_argument
 from flashsim.gpu import hopper_mutants as HM
 from flashsim.gpu.hopper_mutants import MUTANTS, PROBLEMS, Mutant, Problem, gemm_geometry, kernel_of
 
@@ -239,43 +238,14 @@ class TensorMapSpec:
         return d
 
 
-@functools.lru_cache(maxsize=1)
-def _libcuda() -> ctypes.CDLL:
-    lib = ctypes.CDLL("libcuda.so.1")
-    f = lib.cuTensorMapEncodeTiled
-    f.restype = ctypes.c_int
-    f.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
-                  ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
-                  ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-    lib.cuGetErrorString.restype = ctypes.c_int
-    lib.cuGetErrorString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-    return lib
-
-
 def encode_tiled(spec: TensorMapSpec, address: int) -> bytes:
     """The 128 bytes of the CUtensorMap the driver encodes for ``spec`` at device ``address`` (needs a current
     context: call after cupy has touched the device)."""
+    from flashsim.gpu import runtime
+
     dtype, rank, _, dims, strides, box, estr, *enums = spec.encode_args(address)
-    return encode_raw((dtype, rank, dims, strides, box, estr, *enums), address, spec.name, spec.as_dict())
-
-
-def encode_raw(args: tuple, address: int, name: str = "tensor map", what=None) -> bytes:
-    """The driver's cuTensorMapEncodeTiled on ``args`` = (data type enum, rank, dims, strides in bytes, box,
-    element strides, interleave, swizzle, L2 promotion, OOB fill enums) at device ``address``."""
-    lib = _libcuda()
-    dtype, rank, dims, strides, box, estr, *enums = args
-    buf = ctypes.create_string_buffer(128 + 64)
-    aligned = (ctypes.addressof(buf) + 63) & ~63  # the map must be 64-byte aligned
-    rc = lib.cuTensorMapEncodeTiled(ctypes.c_void_p(aligned), dtype, rank, ctypes.c_void_p(address),
-                                    (ctypes.c_uint64 * rank)(*dims),
-                                    (ctypes.c_uint64 * max(1, rank - 1))(*(strides or (0,))),
-                                    (ctypes.c_uint32 * rank)(*box), (ctypes.c_uint32 * rank)(*estr), *enums)
-    if rc != 0:
-        msg = ctypes.c_char_p()
-        lib.cuGetErrorString(rc, ctypes.byref(msg))
-        raise LaunchError("cuTensorMapEncodeTiled", f"{name}: CUresult {rc} "
-                                                    f"({(msg.value or b'?').decode()}) for {what or args}")
-    return ctypes.string_at(aligned, 128)
+    return runtime.encode_tensor_map((dtype, rank, dims, strides, box, estr, *enums), address, spec.name,
+                                     spec.as_dict())
 
 
 def tensor_map_arg(raw: bytes) -> np.ndarray:

@@ -10,7 +10,6 @@ import pytest
 
 from flashsim.errors import ArgumentError
 from flashsim.gpu import validate_fa4h as V
-from flashsim.kernels import fa4h
 from flashsim.kernels.problems import make_case
 from flashsim.kernels.spec import get
 
@@ -57,14 +56,14 @@ def test_the_interpreter_gives_the_h100s_bytes_on_the_recorded_cubin(record):
                                            (192, 128, 2 * 24576 + 131072 + 80 + 1024)])
 def test_shared_memory_is_the_kernels_plan(dqk, dv, want):
     # Smem<kQK, kV>::kBytes of fa4h.cu: the uneven 192/128 K/V region is 128 KiB, not 3 x 48 KiB
-    assert fa4h.smem_bytes(dqk, dv) == want == get("fa4h").instance(dqk).smem_bytes
+    assert get("fa4h").instance(dqk).smem_bytes == want and get("fa4h").instance(dqk).headdim_v == dv
 
 
 def test_a_persistent_grid_is_one_cta_per_sm_or_per_tile():
     spec = get("fa4h")
     q = np.zeros((4, 4096, 16, 128), ml_dtypes.bfloat16)
     args = spec.check(q, q, q)
-    assert spec.instance_for(args).grid(args) == (132, 1, 1) and fa4h.tiles(args) == (32, 2048)
+    assert spec.instance_for(args).grid(args) == (132, 1, 1) and spec.instance_for(args).work_tiles(args) == 2048
     small = np.zeros((1, 200, 2, 128), ml_dtypes.bfloat16)
     args = spec.check(small, small, small)
     assert spec.instance_for(args).grid(args) == (4, 1, 1)
@@ -80,7 +79,8 @@ def test_v_must_have_the_instances_head_dim():
 
 def test_the_validator_rejects_bad_arguments(capsys):
     for argv, words in ((["--problems", "5"], "give --out DIR"), (["--out", "x", "--problems", "0"], "--problems 0"),
-                        (["--replay", "r.json", "--schedules", "-1"], "--schedules -1")):
+                        (["--replay", "r.json", "--schedules", "-1"], "--schedules -1"),
+                        (["--explore", "0"], "--explore 0"), (["--replay", "nope.json"], "--replay nope.json")):
         with pytest.raises(SystemExit) as e:
             V.main(argv)
         assert e.value.code == 2 and words in capsys.readouterr().err

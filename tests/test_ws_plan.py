@@ -83,9 +83,20 @@ def test_bad_arguments_name_themselves():
         KVLayout(128, 256)
     with pytest.raises(ArgumentError, match=r"^hdim_v=127"):
         KVLayout(192, 127)
-    with pytest.raises(ArgumentError, match=r"^n_blocks=0"):
-        load_plan(0, KVLayout(128, 128))
+    with pytest.raises(ArgumentError, match=r"^n_blocks=-1: expected an int >= 0"):
+        load_plan(-1, KVLayout(128, 128))
+    with pytest.raises(ArgumentError, match=r"^tiles_before=True"):
+        load_plan(1, KVLayout(128, 128), tiles_before=True)
     with pytest.raises(ArgumentError, match=r"^names='x'"):
         format_plan([], names="x")
     with pytest.raises(ArgumentError, match=r"^stage=3"):
         KVLayout(128, 128).region(3, 0, True)
+
+
+def test_a_tile_without_kv_blocks_loads_q_only_and_q_phases_flip_per_tile():
+    lay = KVLayout(128, 128)
+    zero = load_plan(0, lay, tiles_before=3)
+    assert [(ld.tile, ld.phase, ld.fill) for ld in zero] == [("Q0", 0, 3), ("Q1", 0, 3)]
+    assert zero[0].waits == (("q_empty[0]", 0),)
+    second = load_plan(1, lay, rounds_before=2, tiles_before=1)
+    assert [(ld.tile, ld.fill) for ld in second] == [("Q0", 1), ("K0", 0), ("Q1", 1), ("V0", 1)]

@@ -12,7 +12,9 @@ bytes stage 1 held in the round before, so its producer also waits for stage 1's
 stage 1, same phase). With equal head dims (128 / 128) the stages are even and nothing moves.
 
 The producer's phase starts at 1 and flips once per round (its wait on an empty barrier passes at once in the
-first round); the offset of stage 1 is taken with the round's parity (the producer's phase XOR 1).
+first round); the offset of stage 1 is taken with the round's parity (the producer's phase XOR 1). Q's stages
+go round once per work tile. A work tile with no KV block (causal/local, empty range) still loads Q0 and Q1:
+its consumers wait for them and release them (fa4h.cu).
 
 :func:`load_plan` lists the loads of one work tile; :func:`overwrites` names, for every load, the earlier
 tiles whose bytes it covers, and :func:`check_plan` that each is released (by a wait of that load) before
@@ -106,22 +108,23 @@ class Load:
     region: tuple[int, int]  # bytes, relative to the buffer's region
     expect_tx: int  # bytes the load's full barrier expects
     waits: tuple[tuple[str, int], ...] = field(default=())  # (barrier, parity) waited before the load
+    fill: int = 0  # the phase of its full barrier the load completes (q_full: the work tile; kv_full: its round)
 
 
-def load_plan(n_blocks: int, layout: KVLayout, *, q_rows: int = 128, rounds_before: int = 0,
+def load_plan(n_blocks: int, layout: KVLayout, *, q_rows: int = 128, rounds_before: int = 0, tiles_before: int = 0,
               stage1_sign: int = 1) -> list[Load]:
     """The loads of one work tile with ``n_blocks`` KV blocks, in issue order: Q0, K and Q1, V of the last block,
-    then K, V of each block leftwards. ``rounds_before`` is the number of K/V loads earlier work tiles of the
-    CTA issued (the stage and phase carry over between work tiles); ``stage1_sign`` -1 plans the loads of a
-    kernel whose stage-1 offset has the wrong sign."""
-    if not isinstance(n_blocks, int) or n_blocks < 1:
-        raise bad_argument("n_blocks", n_blocks, "expected a positive int (a zero-work tile loads nothing)")
-    if not isinstance(rounds_before, int) or rounds_before < 0:
-        raise bad_argument("rounds_before", rounds_before, "expected an int >= 0")
+    then K, V of each block leftwards (a tile with no block: Q0, Q1). ``rounds_before`` is the number of K/V
+    loads and ``tiles_before`` the number of work tiles the CTA issued before (stages and phases carry over
+    between work tiles); ``stage1_sign`` -1 plans the loads of a kernel whose stage-1 offset has the wrong
+    sign."""
+    for name, val in (("n_blocks", n_blocks), ("rounds_before", rounds_before), ("tiles_before", tiles_before)):
+        if not isinstance(val, int) or isinstance(val, bool) or val < 0:
+            raise bad_argument(name, val, "expected an int >= 0")
     q_bytes = q_rows * layout.hdim_qk * layout.esize
     out: list[Load] = []
     j = rounds_before  # K/V load index
-    q_phase = 1  # one flip per work tile; the first tile's waits pass at once
+    q_phase = 1 ^ (tiles_before & 1)  # one flip per work tile; the first tile's waits pass at once
 
     def kv(tile: str, is_k: bool, pair: int):
         nonlocal j
@@ -131,13 +134,17 @@ def load_plan(n_blocks: int, layout: KVLayout, *, q_rows: int = 128, rounds_befo
         if is_k and stage == 0 and layout.uneven:
             waits.append(("kv_empty[1]", phase))  # K into stage 0 covers the bytes stage 1 held last round
         out.append(Load(len(out) + 1, tile, "kv", stage, pair, phase, layout.region(stage, r & 1, is_k, stage1_sign),
-                        layout.k_bytes if is_k else layout.v_bytes, tuple(waits)))
+                        layout.k_bytes if is_k else layout.v_bytes, tuple(waits), r))
         j += 1
 
     def q(s: int):
         out.append(Load(len(out) + 1, f"Q{s}", "q", s, s, q_phase, (s * q_bytes, (s + 1) * q_bytes), q_bytes,
-                        ((f"q_empty[{s}]", q_phase),)))
+                        ((f"q_empty[{s}]", q_phase),), tiles_before))
 
+    if n_blocks == 0:
+        q(0)
+        q(1)
+        return out
     last = n_blocks - 1
     q(0)
     kv(f"K{last}", True, 0)

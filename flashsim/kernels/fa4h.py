@@ -16,41 +16,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from flashsim.errors import bad_argument
 from flashsim.kernels import fa2
 
-__all__ = ["BARRIERS", "BLOCK_M", "BLOCK_N", "REGISTER_FORMATS", "THREADS", "check", "launch_args", "map_specs", "memory",
-           "problem", "run", "smem_bytes", "tile_steps", "tiles", "trace_program", "trace_registers"]
+__all__ = ["BARRIERS", "REGISTER_FORMATS", "check", "launch_args", "map_specs", "memory", "problem", "run",
+           "tile_steps", "trace_program", "trace_registers"]
 
 #: fa4h.cu's mbarriers, eight bytes each from the first, in shared-memory order
 BARRIERS = ("q_full[0]", "q_full[1]", "q_empty[0]", "q_empty[1]", "kv_full[0]", "kv_full[1]", "kv_full[2]",
             "kv_empty[0]", "kv_empty[1]", "kv_empty[2]")
-BLOCK_M = 128  # query rows of a work tile (two consumer warpgroups of 64)
-BLOCK_N = 128  # keys of a KV block
-THREADS = 384  # a producer warpgroup and two consumer warpgroups
-KV_STAGES = 3
 #: cuTensorMapEncodeTiled's data types of the 16-bit elements (cuda.h CUtensorMapDataType)
 _TMAP_DTYPE = {"float16": 6, "bfloat16": 9}
 _SWIZZLE_128B = 3
 
 
-def smem_bytes(hdim_qk: int, hdim_v: int) -> int:
-    """fa4h.cu's Smem<kQK, kV>::kBytes: two Q stages, the K/V region (uneven when the head dims differ), ten
-    mbarriers and 1024 bytes of alignment slack."""
-    from flashsim.attention.ws_plan import KVLayout
-
-    kv = KVLayout(hdim_qk, hdim_v, BLOCK_N)
-    return 2 * 64 * hdim_qk * 2 + kv.total_bytes + 8 * 10 + 1024
-
-
 #: the twin's launch: fa2's Problem at the instance's 128 x 128 tiles and V head dim
 problem = fa2.problem
-
-
-def tiles(args) -> tuple[int, int]:
-    """(m_blocks, work tiles) of a call."""
-    m_blocks = -(-args.seqlen_q // BLOCK_M)
-    return m_blocks, m_blocks * args.heads * args.batch
 
 
 def check(q, k, v, softmax_scale=None, kernel: str = "fa4h", **kw):
@@ -112,22 +92,17 @@ def _encode(xp, spec: tuple, address: int) -> np.ndarray:
 def launch_args(inst, args, q, k, v, xp):
     """fa4h.cu's parameters on the array module ``xp``: the tensor maps of q, k, v and o (encoded on the
     device arrays), lse, then the scalars; ``fetch()`` gives (out, lse)."""
-    pb = problem(inst, args)
+    pb = problem(inst, args)  # inst = spec.instance_for(args): q, k and v have the instance's head dims
     dv = pb.dv
-    if args.headdim != inst.headdim or v.shape[-1] != dv:
-        raise bad_argument("v", v.shape, f"kernel {inst.spec.name!r} at head dim {inst.headdim} takes q, k of head "
-                                         f"dim {inst.headdim} and v of {dv}")
     d_q, d_k, d_v = (xp.asarray(np.ascontiguousarray(np.asarray(x)).view(np.uint16)) for x in (q, k, v))
     d_o = xp.zeros((args.batch, args.seqlen_q, args.heads, dv), np.uint16)
     d_lse = xp.zeros(args.lse_shape, np.float32)
     specs = map_specs(args, inst.headdim, dv)
     maps = [_encode(xp, specs[n], int(a.data.ptr)) for n, a in (("q", d_q), ("k", d_k), ("v", d_v), ("o", d_o))]
-    m_blocks, n_tiles = tiles(args)
-    left, right = args.params_window_size
     params = (*maps, d_lse, np.int32(pb.seqlen_q), np.int32(pb.seqlen_k), np.int32(pb.heads), np.int32(pb.heads_k),
               np.float32(pb.scale_softmax), np.float32(pb.scale_softmax_log2), np.float32(pb.softcap),
-              np.int32(left), np.int32(right), np.int32(pb.is_causal), np.int32(pb.is_local), np.int32(m_blocks),
-              np.int32(n_tiles))
+              np.int32(pb.window_left), np.int32(pb.window_right), np.int32(pb.is_causal), np.int32(pb.is_local),
+              np.int32(pb.m_blocks), np.int32(inst.work_tiles(args)))
 
     def fetch():
         return np.ascontiguousarray(xp.asnumpy(d_o)).view(args.np_dtype), xp.asnumpy(d_lse)

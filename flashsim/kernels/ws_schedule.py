@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from flashsim.attention.ws_plan import KV_STAGES, Q_STAGES, KVLayout, load_plan
+from flashsim.attention.ws_plan import KV_STAGES, Q_STAGES, KVLayout, Load, load_plan
 from flashsim.errors import bad_argument
 
 __all__ = ["RunLoad", "check_loads", "consumer_events", "format_consumers", "format_loads", "loads", "simulate"]
@@ -87,9 +87,8 @@ def loads(events, cta: int = 0) -> list[RunLoad]:
     for e in events:
         if e.cta != cta:
             continue
-        if e.kind in ("pass", "resume") and names.get(e.barrier, "").endswith("]") and "empty" in names[e.barrier]:
-            if e.warp == 0:
-                waits.append((names[e.barrier], int(_PARITY.search(e.detail).group(1))))
+        if e.kind in ("pass", "resume") and e.warp == 0 and "empty" in names.get(e.barrier, ""):
+            waits.append((names[e.barrier], int(_PARITY.search(e.detail).group(1))))
         if e.kind != "copy":
             continue
         m = _RANGE.search(e.detail)
@@ -117,61 +116,33 @@ def loads(events, cta: int = 0) -> list[RunLoad]:
 
 
 def check_loads(run: list[RunLoad], args, inst, cta: int = 0, ctas: int = 1) -> list[str]:
-    """Compare the run's loads with ws_plan's loads of the CTA's work tiles (tiles cta, cta + ctas, ...; the
-    K/V stage and round carrying over); names each run load after its plan load. Returns the differences."""
+    """Compare the run's loads with ws_plan's loads of the CTA's work tiles (tiles cta, cta + ctas, ...; stages
+    and phases carrying over from tile to tile); names each run load after its plan load (K/V by KV block).
+    Returns the differences."""
     from flashsim.kernels import fa2
 
     pb = fa2.problem(inst, args)
     layout = KVLayout(inst.headdim, inst.headdim_v, inst.block_n)
-    m_blocks = pb.m_blocks
-    tiles = m_blocks * args.heads * args.batch
-    plan, kv_before, q_round = [], 0, 0
-    for t in range(cta, tiles, ctas):
-        m_block = m_blocks - 1 - t % m_blocks
-        lo, hi = (int(x[0]) for x in pb.n_block_range(np.array([m_block])))
+    plan: list[tuple[str, Load]] = []
+    kv_before = 0
+    for i, t in enumerate(range(cta, inst.work_tiles(args), ctas)):
+        lo, hi = (int(x[0]) for x in pb.n_block_range(np.array([pb.m_blocks - 1 - t % pb.m_blocks])))
         n = max(hi - lo, 0)
-        tile_plan = _tile_plan(n, layout, kv_before, q_round, lo)
-        plan += tile_plan
+        for ld in load_plan(n, layout, q_rows=64, rounds_before=kv_before, tiles_before=i):
+            plan.append((ld.tile if ld.buffer == "q" else f"{ld.tile[0]}{int(ld.tile[1:]) + lo}", ld))
         kv_before += 2 * n
-        q_round += 1
     msgs = []
     if len(plan) != len(run):
         msgs.append(f"the run issued {len(run)} loads, the plan has {len(plan)}")
-    for i, (ld, want) in enumerate(zip(run, plan)):
-        why = []
-        for what, got, exp in (("buffer", ld.buffer, want["buffer"]), ("stage", ld.stage, want["stage"]),
-                               ("bytes", ld.nbytes, want["bytes"]), ("region", ld.region, want["region"]),
-                               ("phase", ld.phase, want["phase"]),
-                               ("waits", sorted(ld.waits), sorted(want["waits"]))):
-            if got != exp:
-                why.append(f"{what} {got} (plan: {exp})")
-        ld.tile, ld.plan_ok, ld.why = want["tile"], not why, why
+    for i, (ld, (tile, want)) in enumerate(zip(run, plan)):
+        why = [f"{what} {got} (plan: {exp})" for what, got, exp in (
+            ("buffer", ld.buffer, want.buffer), ("stage", ld.stage, want.stage), ("bytes", ld.nbytes, want.expect_tx),
+            ("region", ld.region, want.region), ("phase", ld.phase, want.fill),
+            ("waits", sorted(ld.waits), sorted(want.waits))) if got != exp]
+        ld.tile, ld.plan_ok, ld.why = tile, not why, why
         if why:
-            msgs.append(f"load {i + 1} ({want['tile']}): " + "; ".join(why))
+            msgs.append(f"load {i + 1} ({tile}): " + "; ".join(why))
     return msgs
-
-
-def _tile_plan(n: int, layout: KVLayout, kv_before: int, q_round: int, lo: int) -> list[dict]:
-    """One work tile's loads as the run names them: Q loads complete q_full phase q_round; K/V loads complete
-    kv_full phase (load index // 3); K/V tiles named by KV block (block lo + n - 1 first)."""
-    q_bytes = 64 * layout.hdim_qk * layout.esize
-
-    def q(c):
-        return {"tile": f"Q{c}", "buffer": "q", "stage": c, "bytes": q_bytes, "region": (c * q_bytes, (c + 1) * q_bytes),
-                "phase": q_round, "waits": [(f"q_empty[{c}]", (q_round & 1) ^ 1)]}
-
-    if n == 0:
-        return [q(0), q(1)]
-    out = []
-    for ld in load_plan(n, layout, q_rows=64, rounds_before=kv_before):
-        if ld.buffer == "q":
-            out.append(q(ld.stage))
-            continue
-        j = kv_before + len([x for x in out if x["buffer"] == "kv"])
-        block = int(ld.tile[1:]) + lo
-        out.append({"tile": f"{ld.tile[0]}{block}", "buffer": "kv", "stage": ld.stage, "bytes": ld.expect_tx,
-                    "region": ld.region, "phase": j // KV_STAGES, "waits": list(ld.waits)})
-    return out
 
 
 def format_loads(run: list[RunLoad]) -> str:

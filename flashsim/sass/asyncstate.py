@@ -354,9 +354,10 @@ class AsyncState:
             self.copies[-1]["vec"] = vec
             where = np.arange(dst, dst + len(data)) if addrs is None else np.asarray(addrs, np.int64)
             m.smem.on_async_write(a, col, vec, where, f"{pc:#06x}")
-        lo, hi = (dst, dst + len(data)) if addrs is None else (int(np.min(addrs)), int(np.max(addrs)) + 1)
-        self.log(m, a, w, pc, "copy", mbar, self.history(a, mbar).phases,
-                 f"{len(data)} bytes into shared {lo:#x}..{hi:#x}")
+        if self.recording(m):  # the copy's range, for flashsim.kernels.ws_schedule
+            lo, hi = (dst, dst + len(data)) if addrs is None else (int(np.min(addrs)), int(np.max(addrs)) + 1)
+            self.log(m, a, w, pc, "copy", mbar, self.history(a, mbar).phases,
+                     f"{len(data)} bytes into shared {lo:#x}..{hi:#x}")
         self.due = min(c["due"] for c in self.copies)
         self.role(a, w, "producer")
         self.history(a, mbar).tx_by.add(w)

@@ -47,6 +47,11 @@ class Mutant:
     evidence: tuple[str, ...]
 
 
+#: FH_MUTANT 5 (kv_empty count 1) has two outcomes: each consumer warpgroup's release completes a phase, a round
+#: completes two, and the producer's parity falls out of step (the deadlock the interpreter's schedules reach, and
+#: the H100 under racecheck and memcheck), unless a wait runs between the two releases and refills a stage the other
+#: consumer still reads (the race the header of fa4h.cu names; the plain H100 run's wrong bits). The header is left
+#: as it is: every build of fa4h.cu carries the source's MD5 in its line table, so the recorded cubins would change.
 MUTANTS = (
     Mutant(1, "the producer's q_empty wait with the parity not flipped", "deadlock", "uneven",
            (r"warp=0\b[^:\n]*: waits at .*mbarrier\.cuh", r"mbarrier at shared 0x[0-9a-f]+ \(stage 2 of the 7",

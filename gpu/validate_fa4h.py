@@ -2,7 +2,7 @@
 
     python -m flashsim.gpu.validate_fa4h --out DIR [--problems 120] [--seed 2026] [--record]
     python -m flashsim.gpu.validate_fa4h --replay traces/fa4h/fa4h_problems.json [--first N] [--schedules S]
-    python -m flashsim.gpu.validate_fa4h --explore N [--first-seed S]
+    python -m flashsim.gpu.validate_fa4h --explore N [--first-seed S] [--jobs J] [--explore-out FILE]
 
 1. The cubin: the build the interpreter runs (flashsim.kernels.sources.interpreted_module, NVRTC 13.0 from its
    wheel, sm_90a, the spec's options), loaded on the GPU as is (backend "gpu-cubin").
@@ -21,7 +21,8 @@
 out and lse must equal the GPU's; ``--schedules S`` also runs each problem under S seeded schedules of the
 warp scheduler (flashsim.sass.schedules.schedule_options) with the race detector, each giving the same bytes
 and no race or protocol finding. ``--explore N`` runs the two EXPLORE problems on one CTA under N seeded
-schedules each with the race detector (the correct kernel must stay clean and give the same bytes). Exit
+schedules each with the race detector (the correct kernel must stay clean and give the same bytes), in
+``--jobs`` worker processes, recording the sweep in ``--explore-out`` (traces/fa4h/fa4h_explore*.json). Exit
 status 1 on any difference.
 """
 
@@ -215,8 +216,9 @@ def replay_one(p: dict, schedule: int | None, ctas: int | None = None, module=No
             "seconds": time.time() - t0}
 
 
-#: the problems ``--explore`` sweeps: the uneven qk 192 / v 128 layout over two rounds of the three stages and
-#: the even 64 / 64 one with causal masks, each on one CTA that walks every work tile
+#: the problems ``--explore`` sweeps: the uneven qk 192 / v 128 layout over two rounds of the three stages, the
+#: even 64 / 64 one with causal masks, and 128 / 128 with GQA, a local window and softcap over three work tiles of
+#: different lengths, each on one CTA that walks every work tile
 EXPLORE = (
     {"kernel": KERNEL, "seed": 1, "kind": "normal", "batch": 1, "heads_k": 1, "heads": 2, "seqlen_q": 129,
      "seqlen_k": 300, "headdim": 192, "dtype": "bfloat16", "causal": False, "window_size": (-1, -1), "softcap": 0.0,
@@ -224,25 +226,126 @@ EXPLORE = (
     {"kernel": KERNEL, "seed": 2, "kind": "normal", "batch": 1, "heads_k": 1, "heads": 2, "seqlen_q": 300,
      "seqlen_k": 257, "headdim": 64, "dtype": "float16", "causal": True, "window_size": (-1, -1), "softcap": 0.0,
      "softmax_scale": None},
+    {"kernel": KERNEL, "seed": 3, "kind": "normal", "batch": 1, "heads_k": 1, "heads": 2, "seqlen_q": 200,
+     "seqlen_k": 333, "headdim": 128, "dtype": "bfloat16", "causal": False, "window_size": (150, 40), "softcap": 30.0,
+     "softmax_scale": None},
 )
 
 
-def explore(n: int, first_seed: int = 0) -> int:
-    """Each EXPLORE problem on one CTA under the default schedule and ``n`` seeded ones with the race detector:
-    every run must give the default run's bytes and report nothing. Exit status 1 otherwise."""
-    bad = 0
-    for p in EXPLORE:
-        base = replay_one(p, None, 1)
-        t0 = time.time()
-        for seed in range(first_seed, first_seed + n):
-            got = replay_one(p, seed, 1)
-            same = (got["out_sha256"], got["lse_sha256"]) == (base["out_sha256"], base["lse_sha256"])
-            if not same or got["findings"]:
-                bad += 1
-                print(f"schedule {seed}: {'bytes differ' if not same else ''} {got['findings']}", flush=True)
-        print(f"d {p['headdim']} causal={p['causal']}: {n} schedules in {time.time() - t0:.0f} s, {bad} bad "
-              f"(out {base['out_sha256'][:16]})", flush=True)
-    return 1 if bad else 0
+def _cubin_sha256() -> str:
+    """The sha256 of the cubin the interpreter runs (the source's own build, as the GPU check loads it)."""
+    from flashsim.kernels.sources import interpreted_module
+    from flashsim.kernels.spec import get
+
+    spec = get(KERNEL)
+    return hashlib.sha256(interpreted_module(spec.source, options=spec.build_options(), arch=spec.arch).cubin).hexdigest()
+
+
+def _explore_one(job: tuple[int, int]) -> tuple[int, int, dict[str, Any]]:
+    """(problem index, seed, replay_one's result) of one explored schedule (a worker process's unit)."""
+    from flashsim.sass.machine import BarrierDeadlock
+
+    i, seed = job
+    try:
+        return i, seed, replay_one(EXPLORE[i], seed, 1)
+    except BarrierDeadlock as exc:
+        return i, seed, {"out_sha256": "", "lse_sha256": "", "seconds": 0.0,
+                         "findings": f"deadlock: {str(exc).splitlines()[0][:300]}"}
+
+
+def explore(n: int, first_seed: int = 0, jobs: int = 1, out: Path | None = None, gpu: bool = False,
+            deadline: float | None = None) -> int:
+    """Each EXPLORE problem on one CTA under the default schedule and ``n`` seeded ones (``first_seed`` ..) with
+    the race detector, ``jobs`` worker processes at a time: every run must give the default run's bytes and
+    report nothing. ``out``: a JSON record of the sweep (per problem: the default run's digests, the seeds run,
+    the runs that differed or reported, seconds), rewritten as runs finish, so a sweep stopped early keeps what
+    it ran. ``gpu``: after the sweep, each problem on one CTA on the GPU (the same cubin): its digests must
+    equal the interpreter's. ``deadline``: seconds after which no further run starts (the record says how many
+    ran). Exit status 1 on any bad run."""
+    import concurrent.futures
+    import multiprocessing
+    import os
+    import platform
+
+    t_all = time.time()
+    bases = [replay_one(p, None, 1) for p in EXPLORE]
+    rows = [{"problem": _jsonable(p), "out_sha256": b["out_sha256"], "lse_sha256": b["lse_sha256"],
+             "default_findings": b["findings"], "seeds": [], "runs": 0, "bad": [], "seconds": 0.0}
+            for p, b in zip(EXPLORE, bases)]
+    rec = {"kernel": KERNEL, "source": "gpu/kernels/fa4h.cu", "what": "validate_fa4h --explore",
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+           "command": f"python -m flashsim.gpu.validate_fa4h --explore {n} --first-seed {first_seed} --jobs {jobs}"
+                      f"{' --explore-out ' + out.name if out else ''}{' --gpu' if gpu else ''}",
+           "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+           "checks": "per seed: out and lse sha256 equal to the default schedule's; no race, no protocol finding "
+                     "(flashsim.cuda.checking(races=True)); no deadlock (a deadlock counts as a bad run)",
+           "cubin_sha256": _cubin_sha256(), "problems": rows}
+
+    def bad_runs() -> int:
+        return sum(len(r["bad"]) + bool(r["default_findings"]) + (r.get("gpu_equal") is False) for r in rows)
+
+    def write() -> None:
+        if out is None:
+            return
+        rec["seconds"] = round(time.time() - t_all, 1)
+        rec["summary"] = {"runs": sum(r["runs"] for r in rows), "bad": bad_runs()}
+        for r in rows:
+            r["seeds"].sort()
+            r["seconds"] = round(r["seconds"], 1)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rec, indent=1) + "\n")
+
+    if gpu:  # first, so a sweep stopped early still has it (the workers are spawned, not forked)
+        from flashsim.device import device_info
+
+        rec["machine"]["device"] = device_info()
+        for p, r in zip(EXPLORE, rows):
+            out_g, lse_g = prepared(p, 1, "gpu-cubin").result()
+            r["gpu_out_sha256"], r["gpu_lse_sha256"] = _sha(out_g.view(np.uint16)), _sha(lse_g.view(np.uint32))
+            r["gpu_equal"] = (r["gpu_out_sha256"], r["gpu_lse_sha256"]) == (r["out_sha256"], r["lse_sha256"])
+            verdict = "equal" if r["gpu_equal"] else "DIFFER FROM"
+            print(f"d {p['headdim']}: the GPU's out and lse (a grid of one) {verdict} the interpreter's", flush=True)
+    write()
+    work = [(i, s) for s in range(first_seed, first_seed + n) for i in range(len(EXPLORE))]
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+    futures = [pool.submit(_explore_one, w) for w in work]
+    taken: set = set()
+
+    def take(fut) -> None:
+        taken.add(fut)
+        i, seed, got = fut.result()
+        row = rows[i]
+        row["runs"] += 1
+        row["seeds"].append(seed)
+        row["seconds"] += got["seconds"]
+        same = (got["out_sha256"], got["lse_sha256"]) == (row["out_sha256"], row["lse_sha256"])
+        if not same or got["findings"]:
+            row["bad"].append({"seed": seed, "bytes_differ": not same, "findings": got["findings"]})
+        print(f"{len(taken):5d} d {EXPLORE[i]['headdim']} schedule {seed}: "
+              f"{'ok' if same and not got['findings'] else 'BAD'}{' bytes differ' if not same else ''} "
+              f"{got['findings']} ({got['seconds']:.1f} s)", flush=True)
+        if len(taken) % 10 == 0:
+            write()
+
+    try:
+        for fut in concurrent.futures.as_completed(futures):
+            take(fut)
+            if deadline is not None and time.time() - t_all > deadline:
+                print(f"the deadline of {deadline:g} s has passed: no further schedule starts", flush=True)
+                break
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    for fut in futures:  # the runs under way at the deadline
+        if fut not in taken and fut.done() and not fut.cancelled():
+            take(fut)
+    write()
+    for r in rows:
+        p = r["problem"]
+        print(f"d {p['headdim']} causal={p['causal']}: {r['runs']} schedules, {len(r['bad'])} bad, "
+              f"{r['seconds'] / max(r['runs'], 1):.1f} s per run (out {r['out_sha256'][:16]})", flush=True)
+    print(f"{sum(r['runs'] for r in rows)} explored runs in {time.time() - t_all:.0f} s with {jobs} workers: "
+          f"{bad_runs()} bad", flush=True)
+    return 1 if bad_runs() else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -256,11 +359,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--schedules", type=int, default=0, help="seeded schedules per replayed problem")
     ap.add_argument("--explore", type=int, help="run the EXPLORE problems under this many seeded schedules")
     ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes of --explore (default 1)")
+    ap.add_argument("--explore-out", type=Path, help="a JSON record of the --explore sweep")
+    ap.add_argument("--gpu", action="store_true", help="--explore: also each problem's default run on the GPU")
+    ap.add_argument("--deadline", type=float, help="--explore: seconds after which no further schedule starts")
     a = ap.parse_args(argv)
     if a.explore is not None:
         if a.explore < 1:
             ap.error(f"--explore {a.explore}: expected at least 1")
-        return explore(a.explore, a.first_seed)
+        if a.jobs < 1:
+            ap.error(f"--jobs {a.jobs}: expected at least 1")
+        return explore(a.explore, a.first_seed, a.jobs, a.explore_out, a.gpu, a.deadline)
     if (a.out is None) == (a.replay is None):
         ap.error("give --out DIR (record on the GPU) or --replay RECORD (interpreter)")
     if a.problems < 1:

@@ -512,30 +512,39 @@ def run_one(kernel: str, mutant: int, cubin_path: str, problems: Sequence[str], 
             rec.update(status="error", message=f"{type(exc).__name__}: {str(exc)[:2000]}")
             _emit(rec)
             return 2
-        ev = cupy.cuda.Event()
-        t0 = time.time()
-        try:
-            fn(geo["grid"], geo["block"], args, shared_mem=geo["shared_mem"])
-            ev.record()
-            while not ev.done:
-                if time.time() - t0 > hang_after:
-                    rec.update(status="hang", seconds=round(time.time() - t0, 3))
-                    _emit(rec)
-                    os._exit(HANG_EXIT)
-                time.sleep(0.002)
-            cupy.cuda.runtime.deviceSynchronize()
-        except Exception as exc:  # noqa: BLE001 - a fault (illegal address, ...) ends the context
-            rec.update(status="fault", message=f"{type(exc).__name__}: {str(exc)[:2000]}",
-                       seconds=round(time.time() - t0, 3))
-            _emit(rec)
-            os._exit(4)
-        rec.update(status="done", seconds=round(time.time() - t0, 4))
+        seconds = launch_watched(cupy, lambda: fn(geo["grid"], geo["block"], args, shared_mem=geo["shared_mem"]),
+                                 rec, hang_after, _emit)
+        rec.update(status="done", seconds=round(seconds, 4))
         if out_dir:
             arrays = {kk_: cupy.asnumpy(v) for kk_, v in outs.items()}
             arrays.update({f"tmap/{kk_}": np.frombuffer(v, np.uint8) for kk_, v in maps.items()})
             np.savez(out_dir / f"{name}.npz", **arrays)
         _emit(rec)
     return 0
+
+
+def launch_watched(cupy, launch, rec: dict, hang_after: float, emit) -> float:
+    """(In a child) ``launch()`` a kernel and poll until it ends: its seconds. A kernel still running after
+    ``hang_after`` seconds: ``emit(rec)`` with status "hang" and the process ends at once (os._exit(HANG_EXIT): no
+    clean-up that would wait for the kernel); a fault (illegal address, ...) ends the context: status "fault"
+    and exit 4."""
+    ev = cupy.cuda.Event()
+    t0 = time.time()
+    try:
+        launch()
+        ev.record()
+        while not ev.done:
+            if time.time() - t0 > hang_after:
+                rec.update(status="hang", seconds=round(time.time() - t0, 3))
+                emit(rec)
+                os._exit(HANG_EXIT)
+            time.sleep(0.002)
+        cupy.cuda.runtime.deviceSynchronize()
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        rec.update(status="fault", message=f"{type(exc).__name__}: {str(exc)[:2000]}", seconds=round(time.time() - t0, 3))
+        emit(rec)
+        os._exit(4)
+    return time.time() - t0
 
 
 # ================================================================================================ the parent
@@ -572,21 +581,22 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
-def run_job(job: Job, cubin: Path, sanitizer: str, logs: Path) -> dict:
-    """Run the job's child (in its own process group), kill it at the timeout; parse its problem lines and,
-    under a tool, the tool's verdict. The full output goes to logs/<job id>.txt."""
-    cmd = _child_command(job, cubin, sanitizer)
+def run_child(cmd: Sequence[str], timeout: float, log: Path) -> tuple[str, int | None, bool, float]:
+    """Run ``cmd`` in its own process group from the repository root (the repository first on PYTHONPATH), kill
+    the group at ``timeout`` seconds: (its output, exit status, killed at the timeout, seconds). The command and
+    its output go to ``log``."""
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     t0 = time.time()
     timed_out = False
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=str(REPO),
-                                env=env, start_new_session=True)
+        proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                cwd=str(REPO), env=env, start_new_session=True)
     except OSError as exc:
-        return {"status": "not run", "message": f"{type(exc).__name__}: {exc}", "seconds": 0.0}
+        log.write_text(f"$ {' '.join(cmd)}\n(not run: {type(exc).__name__}: {exc})\n")
+        return f"not run: {type(exc).__name__}: {exc}", None, False, 0.0
     try:
-        text, _ = proc.communicate(timeout=job.timeout)
+        text, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         try:
@@ -595,32 +605,50 @@ def run_job(job: Job, cubin: Path, sanitizer: str, logs: Path) -> dict:
             text = ""
         timed_out = True
     seconds = round(time.time() - t0, 2)
-    (logs / f"{job.id}.txt").write_text(f"$ {' '.join(cmd)}\n(exit {proc.returncode}, {seconds} s"
-                                        f"{', killed at the timeout' if timed_out else ''})\n{text or ''}")
+    log.write_text(f"$ {' '.join(cmd)}\n(exit {proc.returncode}, {seconds} s"
+                   f"{', killed at the timeout' if timed_out else ''})\n{text or ''}")
+    return text or "", proc.returncode, timed_out, seconds
+
+
+def marked_records(text: str, mark: str = RESULT_MARK) -> tuple[dict | None, dict[str, dict]]:
+    """The JSON records a child printed after ``mark``: (the record without a problem: the load line; the
+    records by problem)."""
     problems, loaded = {}, None
-    for line in (text or "").splitlines():
-        idx = line.find(RESULT_MARK + " ")
+    for line in text.splitlines():
+        idx = line.find(mark + " ")
         if idx < 0:
             continue
         try:
-            rec = json.loads(line[idx + len(RESULT_MARK) + 1:])
+            rec = json.loads(line[idx + len(mark) + 1:])
         except json.JSONDecodeError:
             continue
         if rec.get("problem") is None:
             loaded = rec
         else:
             problems[rec["problem"]] = rec
-    status = _job_status(job, problems, timed_out, proc.returncode, text or "")
-    out = {"status": status, "exit": proc.returncode, "timed_out": timed_out, "seconds": seconds,
+    return loaded, problems
+
+
+def run_job(job: Job, cubin: Path, sanitizer: str, logs: Path) -> dict:
+    """Run the job's child (in its own process group), kill it at the timeout; parse its problem lines and,
+    under a tool, the tool's verdict. The full output goes to logs/<job id>.txt."""
+    cmd = _child_command(job, cubin, sanitizer)
+    text, rc, timed_out, seconds = run_child(cmd, job.timeout, logs / f"{job.id}.txt")
+    if rc is None and not timed_out:
+        return {"status": "not run", "message": text, "seconds": 0.0}
+    loaded, problems = marked_records(text)
+    status = job_status(job.problems, problems, timed_out, rc, text)
+    out = {"status": status, "exit": rc, "timed_out": timed_out, "seconds": seconds,
            "problems": problems, "device": (loaded or {}).get("device"), "command": " ".join(cmd)}
     if job.tool is not None:
-        out["tool"] = parse_tool_output(job.tool, text or "")
+        out["tool"] = parse_tool_output(job.tool, text)
     return out
 
 
-def _job_status(job: Job, problems: dict, timed_out: bool, rc: int | None, text: str) -> str:
-    """'done' (every problem finished), 'hang', 'fault: ...', 'error: ...' or 'killed' (no verdict)."""
-    for name in job.problems:
+def job_status(names: Sequence[str], problems: dict, timed_out: bool, rc: int | None, text: str) -> str:
+    """'done' (every problem of ``names`` finished), 'hang', 'fault: ...', 'error: ...' or 'killed' (no
+    verdict), from a child's records by problem."""
+    for name in names:
         rec = problems.get(name)
         if rec is None:
             if timed_out:
@@ -660,7 +688,8 @@ def parse_tool_output(tool: str, text: str) -> dict[str, Any]:
             continue
         m = _SUMMARY_RES[1].search(line)
         if m:
-            errors = int(m.group(1))
+            if "not printed" not in line:  # "ERROR SUMMARY: 4 errors were not printed" follows the count
+                errors = int(m.group(1))
             summary.append(line)
             continue
         if _HEADLINE_RE.search(line) and not line.lower().startswith(("at ", "by thread", "saved host backtrace")):

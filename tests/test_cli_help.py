@@ -222,7 +222,7 @@ def test_readme_trace_example_runs_on_the_cpu(tmp_path, monkeypatch, capsys):
 def test_readme_debugging_commands_run_on_the_cpu(tmp_path, monkeypatch, capsys):
     """Every command of the README's 'Debugging without a GPU' block runs as written (exit 0, output)."""
     cmds = _commands("flashsim fragment mma.m16n8k16")
-    assert [c[1] for c in cmds] == ["fragment", "ldmatrix", "ldmatrix", "banks", "layout", "pipeline"]
+    assert [c[1] for c in cmds] == ["fragment", "ldmatrix", "ldmatrix", "banks", "layout", "pipeline", "pipeline"]
     monkeypatch.chdir(tmp_path)
     for c in cmds:
         assert main(c[1:]) == 0, c

@@ -80,7 +80,47 @@ def test_v_must_have_the_instances_head_dim():
 def test_the_validator_rejects_bad_arguments(capsys):
     for argv, words in ((["--problems", "5"], "give --out DIR"), (["--out", "x", "--problems", "0"], "--problems 0"),
                         (["--replay", "r.json", "--schedules", "-1"], "--schedules -1"),
-                        (["--explore", "0"], "--explore 0"), (["--replay", "nope.json"], "--replay nope.json")):
+                        (["--explore", "0"], "--explore 0"), (["--replay", "nope.json"], "--replay nope.json"),
+                        (["--explore", "1", "--jobs", "0"], "--jobs 0")):
         with pytest.raises(SystemExit) as e:
             V.main(argv)
         assert e.value.code == 2 and words in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ explored schedules
+@pytest.fixture(scope="module")
+def sweeps():
+    files = sorted(V.RECORD.parent.glob("fa4h_explore_*.json"))
+    assert files, "traces/fa4h/fa4h_explore_*.json missing"
+    return [json.loads(f.read_text()) for f in files]
+
+
+def test_the_correct_kernel_is_clean_over_a_thousand_explored_schedules(sweeps, record):
+    """The recorded sweeps (validate_fa4h --explore, on the H100's host and here): every (problem, seed) run once,
+    at least 1000 in all, none differing from the default schedule's bytes or reporting a race, a protocol finding
+    or a deadlock; all of them on the recorded cubin, whose default runs gave the H100's bytes."""
+    runs: set = set()
+    defaults: dict = {}
+    gpu_checked = set()
+    for rec in sweeps:
+        assert rec["cubin_sha256"] == record["cubin_sha256"] and rec["summary"]["bad"] == 0
+        for row in rec["problems"]:
+            key = json.dumps(row["problem"], sort_keys=True)
+            assert not row["bad"] and not row["default_findings"] and row["runs"] == len(row["seeds"])
+            new = {(key, s) for s in row["seeds"]}
+            assert not new & runs, "a seed recorded twice"
+            runs |= new
+            assert defaults.setdefault(key, (row["out_sha256"], row["lse_sha256"])) == (row["out_sha256"], row["lse_sha256"])
+            if "gpu_equal" in row:
+                assert row["gpu_equal"] and (row["gpu_out_sha256"], row["gpu_lse_sha256"]) == defaults[key]
+                gpu_checked.add(key)
+    assert len(runs) >= 1000
+    assert {json.dumps(V._jsonable(p), sort_keys=True) for p in V.EXPLORE} == set(defaults) == gpu_checked
+    assert all(sum(1 for k, _ in runs if k == key) >= 300 for key in defaults)
+
+
+def test_a_recorded_schedule_replays_to_the_recorded_bytes(sweeps):
+    """One seeded schedule of the sweep, run again here: the same bytes as the recorded default run, and clean."""
+    row = next(r for r in sweeps[0]["problems"] if r["problem"]["headdim"] == 64)
+    got = V.replay_one(V._params(row["problem"]), row["seeds"][-1], 1)
+    assert (got["out_sha256"], got["lse_sha256"], got["findings"]) == (row["out_sha256"], row["lse_sha256"], "")

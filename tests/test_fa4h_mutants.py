@@ -1,11 +1,16 @@
 """The planted protocol bugs of fa4h.cu (gpu/fa4h_mutants.py): each found by the interpreter with its kind and
 place, the correct build clean on the same problems."""
 
+import hashlib
+import json
 import re
 
 import pytest
 
 from flashsim.gpu import fa4h_mutants as FM
+from flashsim.gpu import validate_fa4h_mutants as VM
+
+GPU_RECORD = FM.SOURCE.parent.parent.parent / "traces" / "fa4h" / "fa4h_mutants_gpu.json"
 
 
 def test_every_mutant_is_marked_once_in_the_source_and_every_marker_it_cites_exists():
@@ -27,3 +32,46 @@ def test_the_correct_kernel_reports_nothing(problem):
 def test_each_mutant_is_found_with_its_kind_and_place(m):
     r = FM.judge(m, schedules=0)
     assert r["kind"] == m.kind and r["found"], (r["kind"], r["missing"], r["report"][:2000])
+
+
+# ---------------------------------------------------------------------------------- on the H100, under the tools
+@pytest.fixture(scope="module")
+def gpu_record():
+    return json.loads(GPU_RECORD.read_text())
+
+
+def test_the_h100_ran_the_cubins_the_interpreter_judges(gpu_record):
+    assert gpu_record["device"]["name"].startswith("NVIDIA H100")
+    assert set(gpu_record["mutants"]) == {str(m.n) for m in FM.MUTANTS}
+    for n in range(len(FM.MUTANTS) + 1):
+        assert gpu_record["builds"][f"fh{n}"]["sha256"] == hashlib.sha256(VM.build(n)).hexdigest(), n
+
+
+def test_the_correct_build_on_the_h100_equals_the_twin_and_the_tools_are_silent(gpu_record):
+    assert gpu_record["ok"]
+    for problem in FM.PROBLEMS:
+        e = gpu_record["correct"][problem]
+        assert e["gpu"]["status"] == "done" and e["twin"] == {"out_equal": True, "lse_equal": True}
+        assert all(e[t]["tool"]["verdict"] == "clean" for t in gpu_record["tools"]), problem
+
+
+def test_every_mutant_has_a_gpu_outcome_and_a_verdict_or_a_hang_per_tool(gpu_record):
+    for n, e in gpu_record["mutants"].items():
+        assert e["gpu_outcome"].startswith(("hang", "finishes")), (n, e["gpu_outcome"])
+        for t in gpu_record["tools"]:
+            assert e[t]["tool"]["verdict"] in ("clean", "report") or e[t]["status"].startswith("hang"), (n, t)
+
+
+def test_the_table_is_the_records(gpu_record, tmp_path):
+    VM.write_table(tmp_path, gpu_record)
+    assert (tmp_path / "fa4h_sanitizer_table.md").read_text() == (GPU_RECORD.parent / "fa4h_sanitizer_table.md").read_text()
+
+
+def test_the_gpu_validator_rejects_bad_arguments(capsys):
+    for argv, words in ((["--jobs", "2"], "--out is required"), (["--out", "x", "--jobs", "0"], "--jobs 0"),
+                        (["--out", "x", "--mutants", "13"], "no mutant [13]"),
+                        (["--out", "x", "--tools", "initcheck2"], "unknown tool 'initcheck2'"),
+                        (["--run-one", "1"], "--run-one needs --cubin and --problem")):
+        with pytest.raises(SystemExit) as e:
+            VM.main(argv)
+        assert e.value.code == 2 and words in capsys.readouterr().err, argv

@@ -355,6 +355,11 @@ def test_tool_output_parsing():
     r = V.parse_tool_output("synccheck", sync)
     assert r["verdict"] == "report" and r["errors"] == 3 and "Barrier error" in r["headlines"][0]
     assert V.parse_tool_output("memcheck", "killed\n")["verdict"] == "no verdict"
+    # past --print-limit the tool adds a second summary line: the count is the first one's
+    many = ("========= ERROR SUMMARY: 24 errors\n"
+            "========= ERROR SUMMARY: 4 errors were not printed. Use --print-limit option to adjust the number\n")
+    r = V.parse_tool_output("synccheck", many)
+    assert r["errors"] == 24 and len(r["summary"]) == 2
 
 
 def test_a_hanging_child_is_killed_and_reported(tmp_path, monkeypatch):

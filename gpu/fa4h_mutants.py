@@ -107,22 +107,27 @@ def inputs(problem: str):
     return q, k, v, {"causal": p["causal"]}
 
 
+def module(n: int):
+    """The interpreter's module of fa4h.cu built with FH_MUTANT=n (0: the correct kernel)."""
+    from flashsim.kernels.sources import interpreted_module
+    from flashsim.kernels.spec import get
+
+    spec = get(KERNEL)
+    return interpreted_module(spec.source, options=(*spec.build_options(), f"-DFH_MUTANT={int(n)}"), arch=spec.arch)
+
+
 def run(n: int, problem: str, schedule=None) -> tuple[str, str]:
     """Mutant ``n`` (0: the correct kernel) on ``problem`` on one CTA under ``schedule`` with the race
     detector: (kind found: 'deadlock', 'race' or 'none'; the report's text)."""
     import flashsim.cuda as fc
     from flashsim.errors import SimulatedFault
     from flashsim.kernels.launch import prepare
-    from flashsim.kernels.sources import interpreted_module
-    from flashsim.kernels.spec import get
     from flashsim.sass.machine import BarrierDeadlock
     from flashsim.sass.schedules import schedule_options
 
-    spec = get(KERNEL)
     q, k, v, kw = inputs(problem)
     prep = prepare(KERNEL, q, k, v, backend="interp", **kw)
-    mod = interpreted_module(spec.source, options=(*spec.build_options(), f"-DFH_MUTANT={int(n)}"), arch=spec.arch)
-    fn = mod.get_function(prep.func.name)
+    fn = module(n).get_function(prep.func.name)
     fn.max_dynamic_shared_size_bytes = prep.smem
     with fc.checking(banks=False, races=True) as rep:
         try:

@@ -243,14 +243,16 @@ def _cubin_sha256() -> str:
 
 def _explore_one(job: tuple[int, int]) -> tuple[int, int, dict[str, Any]]:
     """(problem index, seed, replay_one's result) of one explored schedule (a worker process's unit)."""
+    from flashsim.errors import SimulatedFault
     from flashsim.sass.machine import BarrierDeadlock
 
     i, seed = job
     try:
         return i, seed, replay_one(EXPLORE[i], seed, 1)
-    except BarrierDeadlock as exc:
+    except (BarrierDeadlock, SimulatedFault) as exc:  # a bad run of the sweep, not the end of it
+        what = "deadlock" if isinstance(exc, BarrierDeadlock) else "fault"
         return i, seed, {"out_sha256": "", "lse_sha256": "", "seconds": 0.0,
-                         "findings": f"deadlock: {str(exc).splitlines()[0][:300]}"}
+                         "findings": f"{what}: {str(exc).splitlines()[0][:300]}"}
 
 
 def explore(n: int, first_seed: int = 0, jobs: int = 1, out: Path | None = None, gpu: bool = False,
@@ -278,7 +280,7 @@ def explore(n: int, first_seed: int = 0, jobs: int = 1, out: Path | None = None,
                       f"{' --explore-out ' + out.name if out else ''}{' --gpu' if gpu else ''}",
            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
            "checks": "per seed: out and lse sha256 equal to the default schedule's; no race, no protocol finding "
-                     "(flashsim.cuda.checking(races=True)); no deadlock (a deadlock counts as a bad run)",
+                     "(flashsim.cuda.checking(races=True)); no deadlock or fault (each counts as a bad run)",
            "cubin_sha256": _cubin_sha256(), "problems": rows}
 
     def bad_runs() -> int:
@@ -369,6 +371,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             ap.error(f"--explore {a.explore}: expected at least 1")
         if a.jobs < 1:
             ap.error(f"--jobs {a.jobs}: expected at least 1")
+        if a.first_seed < 0:
+            ap.error(f"--first-seed {a.first_seed}: expected a seed >= 0")
+        if a.deadline is not None and not a.deadline > 0:
+            ap.error(f"--deadline {a.deadline:g}: expected seconds > 0")
         return explore(a.explore, a.first_seed, a.jobs, a.explore_out, a.gpu, a.deadline)
     if (a.out is None) == (a.replay is None):
         ap.error("give --out DIR (record on the GPU) or --replay RECORD (interpreter)")

@@ -47,11 +47,7 @@ MARK = "FA4H_MUTANT"
 
 def build(n: int) -> bytes:
     """The cubin of FH_MUTANT=n (0: the correct kernel), as the interpreter runs it."""
-    from flashsim.kernels.sources import interpreted_module
-    from flashsim.kernels.spec import get
-
-    spec = get(FM.KERNEL)
-    return interpreted_module(spec.source, options=(*spec.build_options(), f"-DFH_MUTANT={int(n)}"), arch=spec.arch).cubin
+    return FM.module(n).cubin
 
 
 def _emit(rec: dict) -> None:
@@ -297,6 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             ap.error(f"--tools: unknown tool {t!r} (known: {', '.join(VH.TOOL_ARGS)})")
     if a.jobs < 1:
         ap.error(f"--jobs {a.jobs}: expected at least 1")
+    for name, v in (("--timeout", a.timeout), ("--tool-timeout", a.tool_timeout)):
+        if not v > 0:
+            ap.error(f"{name} {v:g}: expected seconds > 0")
     known = [m.n for m in FM.MUTANTS]
     chosen = known
     if a.mutants:

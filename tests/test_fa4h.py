@@ -81,7 +81,9 @@ def test_the_validator_rejects_bad_arguments(capsys):
     for argv, words in ((["--problems", "5"], "give --out DIR"), (["--out", "x", "--problems", "0"], "--problems 0"),
                         (["--replay", "r.json", "--schedules", "-1"], "--schedules -1"),
                         (["--explore", "0"], "--explore 0"), (["--replay", "nope.json"], "--replay nope.json"),
-                        (["--explore", "1", "--jobs", "0"], "--jobs 0")):
+                        (["--explore", "1", "--jobs", "0"], "--jobs 0"),
+                        (["--explore", "1", "--first-seed", "-1"], "--first-seed -1"),
+                        (["--explore", "1", "--deadline", "0"], "--deadline 0")):
         with pytest.raises(SystemExit) as e:
             V.main(argv)
         assert e.value.code == 2 and words in capsys.readouterr().err

@@ -76,6 +76,7 @@ def test_the_gpu_validator_rejects_bad_arguments(capsys):
     for argv, words in ((["--jobs", "2"], "--out is required"), (["--out", "x", "--jobs", "0"], "--jobs 0"),
                         (["--out", "x", "--mutants", "13"], "no mutant [13]"),
                         (["--out", "x", "--tools", "initcheck2"], "unknown tool 'initcheck2'"),
+                        (["--out", "x", "--tool-timeout", "0"], "--tool-timeout 0: expected seconds > 0"),
                         (["--run-one", "1"], "--run-one needs --cubin and --problem")):
         with pytest.raises(SystemExit) as e:
             VM.main(argv)

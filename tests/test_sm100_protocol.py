@@ -269,6 +269,7 @@ def test_the_command_runs_a_planted_bug(capsys):
     (["--sm100-model", "--cta", "1"], r"--cta=1: expected 0\.\.0"),
     (["--schedules", "5"], "--schedules=5: only with --sm100-model"),
     (["--mutant", "1"], "--mutant=1: only with --sm100-model"),
+    (["--sweep"], "--sweep=True: only with --sm100-model"),
 ])
 def test_the_commands_errors_name_the_option(argv, message, capsys):
     from flashsim.cli import main
@@ -277,15 +278,20 @@ def test_the_commands_errors_name_the_option(argv, message, capsys):
     assert re.search(message, capsys.readouterr().err)
 
 
-def test_the_modules_main_counts_and_times(capsys):
-    assert P.main(["--schedules", "2", "--seed", "5"]) == 0
+def test_the_sweep_explores_every_configuration_and_judges_every_bug(capsys, monkeypatch):
+    from flashsim.cli import main
+
+    monkeypatch.setattr(P, "MUTANTS", P.MUTANTS[:3])
+    assert main(["pipeline", "--sm100-model", "--sweep", "--schedules", "2", "--seed", "5"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(P.BANNER)
     for name in P.PROBLEMS:
-        assert re.search(rf"^{name}: .*\n    23 runs \(default, 20 adversarial, 2 seeded\): 23 clean, 0 findings, "
-                         rf"same outcome: True; \d+ scheduling steps in [\d.]+ s", out, re.M), name
-    assert P.main(["--schedules", "x"]) == 2
-    assert "--schedules='x'" in capsys.readouterr().err
+        assert re.search(rf"^{name}: .*\n    23 schedules \(the default, 20 adversarial, 2 seeded from seed 5\): 23 "
+                         rf"clean, 0 findings; the same outcome under every schedule: yes \(\d+ scheduling steps",
+                         out, re.M), name
+    assert len(re.findall(r"^planted bug +\d+ \(.*\): found as a ", out, re.M)) == 3
+    assert main(["pipeline", "--sm100-model", "--sweep", "--mutant", "2"]) == 2
+    assert "--mutant=2: not with --sweep" in capsys.readouterr().err
 
 
 def test_every_printed_header_says_unverified():

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from flashsim.attention.ws_plan import KVLayout, check_plan, format_plan, load_plan, overwrites
+from flashsim.attention.ws_plan import (KVLayout, check_plan, cta_plan, format_plan, load_diffs, load_plan, occupancy,
+                                        overwrites)
 from flashsim.errors import ArgumentError
 
 #: seed 004's table for qk 192 / v 128 (tiles named by load order): per load the tile, its buffer and stage,
@@ -100,3 +101,22 @@ def test_a_tile_without_kv_blocks_loads_q_only_and_q_phases_flip_per_tile():
     assert zero[0].waits == (("q_empty[0]", 0),)
     second = load_plan(1, lay, rounds_before=2, tiles_before=1)
     assert [(ld.tile, ld.fill) for ld in second] == [("Q0", 1), ("K0", 0), ("Q1", 1), ("V0", 1)]
+
+
+def test_a_ctas_plan_carries_rounds_and_q_phases_over_its_tiles():
+    layout = KVLayout(192, 128)
+    plan = cta_plan([2, 0, 1], layout)
+    assert [i for i, _ in plan] == [0] * 6 + [1] * 2 + [2] * 4
+    assert plan[6][1].tile == "Q0" and plan[6][1].phase == 0  # the second tile's Q: one flip
+    assert [ld for _, ld in plan[8:]] == load_plan(1, layout, rounds_before=4, tiles_before=2)
+
+
+def test_load_diffs_name_each_field_that_differs_and_ignore_the_order_of_waits():
+    want = load_plan(1, KVLayout(128, 128))[1]  # K0 into kv stage 0
+    assert load_diffs(want, stage=0, waits=tuple(reversed(want.waits))) == []
+    assert load_diffs(want, stage=1, expect_tx=want.expect_tx) == ["stage 1 (plan: 0)"]
+
+
+def test_occupancy_after_each_load():
+    assert occupancy([("q", 0, "Q0"), ("kv", 2, "K1"), ("kv", 2, "V1")]) == [
+        ["Q0", "-", "-", "-", "-"], ["Q0", "-", "-", "-", "K1"], ["Q0", "-", "-", "-", "V1"]]

@@ -26,10 +26,12 @@ plan is checked against it from its simulated run; this module alone is the plan
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable, Sequence
 
 from flashsim.errors import bad_argument
 
-__all__ = ["KVLayout", "Load", "check_plan", "format_plan", "load_plan", "overwrites"]
+__all__ = ["KVLayout", "Load", "check_plan", "cta_plan", "format_plan", "load_diffs", "load_plan", "occupancy",
+           "overwrites"]
 
 Q_STAGES = 2
 KV_STAGES = 3
@@ -156,6 +158,41 @@ def load_plan(n_blocks: int, layout: KVLayout, *, q_rows: int = 128, rounds_befo
     return out
 
 
+def cta_plan(n_blocks: Sequence[int], layout: KVLayout, *, q_rows: int = 128) -> list[tuple[int, Load]]:
+    """The loads of one CTA that walks work tiles with these KV block counts in turn (the K/V rounds and Q's
+    phase carry over from tile to tile): (the tile's index in ``n_blocks``, the Load), in issue order."""
+    out: list[tuple[int, Load]] = []
+    kv_before = 0
+    for i, n in enumerate(n_blocks):
+        out += [(i, ld) for ld in load_plan(n, layout, q_rows=q_rows, rounds_before=kv_before, tiles_before=i)]
+        kv_before += 2 * n
+    return out
+
+
+def load_diffs(want: Load, **got) -> list[str]:
+    """How a load differs from the plan's: 'field value (plan: planned)' for each of ``got`` (Load's field names:
+    buffer, stage, phase, region, expect_tx, waits, fill) that differs from ``want``'s (waits in any order)."""
+    out = []
+    for name, value in got.items():
+        planned = getattr(want, name)
+        if name == "waits":
+            value, planned = sorted(value), sorted(planned)
+        if value != planned:
+            out.append(f"{name} {value} (plan: {planned})")
+    return out
+
+
+def occupancy(loads: Iterable[tuple[str, int, str]]) -> list[list[str]]:
+    """After each load (buffer "q" or "kv", stage, the name it is shown by): what [Q stage 0, Q stage 1, KV stage
+    0, KV stage 1, KV stage 2] hold ('-': nothing yet)."""
+    occ = ["-"] * (Q_STAGES + KV_STAGES)
+    out = []
+    for buffer, stage, name in loads:
+        occ[stage if buffer == "q" else Q_STAGES + stage] = name
+        out.append(list(occ))
+    return out
+
+
 def overwrites(plan: list[Load]) -> dict[int, list[Load]]:
     """For each K/V load (by step), the earlier K/V loads whose bytes it covers while they still hold some of
     them (no load in between took all of the overlap)."""
@@ -199,11 +236,9 @@ def format_plan(plan: list[Load], names: str = "block") -> str:
     named by KV block index; "order": by load order (K0 = the first K loaded, the seed's naming)."""
     if names not in ("block", "order"):
         raise bad_argument("names", names, "expected 'block' or 'order'")
-    occ = ["-"] * (Q_STAGES + KV_STAGES)
+    shown = [ld.tile if names == "block" or ld.buffer == "q" else f"{ld.tile[0]}{ld.pair}" for ld in plan]
     rows = [f"{'step':>4}  {'load':<5} {'stage':<6} {'phase':>5}  {'bytes':<15} {'waits':<28} occupancy"]
-    for ld in plan:
-        name = ld.tile if names == "block" or ld.buffer == "q" else f"{ld.tile[0]}{ld.pair}"
-        occ[ld.stage if ld.buffer == "q" else Q_STAGES + ld.stage] = name
+    for ld, name, occ in zip(plan, shown, occupancy((ld.buffer, ld.stage, n) for ld, n in zip(plan, shown))):
         waits = ", ".join(f"{n}@{p}" for n, p in ld.waits)
         rows.append(f"{ld.step:>4}  {name:<5} {ld.buffer + str(ld.stage):<6} {ld.phase:>5}  "
                     f"{f'{ld.region[0]}..{ld.region[1]}':<15} {waits:<28} [{', '.join(occ)}]")

@@ -28,6 +28,7 @@ The sm100 protocol model (not verified on hardware; head dims 192 (v 128) or 128
   flashsim pipeline --sm100-model --headdim 192 --seqlen-k 512                the seed's load table and TMEM plan
   flashsim pipeline --sm100-model --headdim 128 --seqlen-q 768 --schedules 100   explored under 121 schedules
   flashsim pipeline --sm100-model --mutant 3                                   a planted bug and what finds it
+  flashsim pipeline --sm100-model --sweep --schedules 1000      every configuration, 1,021 schedules each; all bugs
 
 Its CTAs follow the seed's scheduler: one persistent CTA walks every work tile for head dim 128 without
 causal, otherwise each work tile is a CTA of its own (--cta picks the one shown). Exit status 1 when the model
@@ -59,6 +60,9 @@ def add_parser(sub) -> None:
                         "(default: the default schedule only)")
     p.add_argument("--seed", type=non_negative_int, default=None, metavar="S",
                    help="with --sm100-model: the first schedule seed of --schedules and --mutant (default: 0)")
+    p.add_argument("--sweep", action="store_true", default=None,
+                   help="with --sm100-model: every configuration the model is checked on, under the adversarial and "
+                        "--schedules seeded schedules (default 1000), then every planted bug")
     p.add_argument("--mutant", type=positive_int, default=None, metavar="K",
                    help="with --sm100-model: run planted protocol bug K on its own problem, under the default "
                         "schedule, then seeded ones, until its finding shows (default: none)")
@@ -73,7 +77,7 @@ def cmd_pipeline(args) -> int:
 
     if getattr(args, "sm100_model", False):
         return cmd_sm100_model(args)
-    for opt in ("schedules", "seed", "mutant"):
+    for opt in ("schedules", "seed", "mutant", "sweep"):
         if getattr(args, opt, None) is not None:
             raise bad_argument(f"--{opt}", getattr(args, opt), "only with --sm100-model")
     args.ctas = 1 if args.ctas is None else args.ctas
@@ -121,6 +125,10 @@ def cmd_sm100_model(args) -> int:
         raise bad_argument("--headdim", args.headdim, "the sm100 protocol model takes 128 or 192 (qk 192 / v 128)")
     seed = args.seed or 0
     print(P.BANNER)
+    if args.sweep:
+        if args.mutant is not None:
+            raise bad_argument("--mutant", args.mutant, "not with --sweep (which runs every planted bug)")
+        return sm100_sweep(1000 if args.schedules is None else args.schedules, seed)
     if args.mutant is not None:
         if args.mutant > len(P.MUTANTS):
             raise bad_argument("--mutant", args.mutant, f"expected a planted bug 1..{len(P.MUTANTS)}")
@@ -163,11 +171,33 @@ def cmd_sm100_model(args) -> int:
         except BarrierDeadlock as exc:
             print(f"explored: {exc}")
             return 1
-        adv = r["runs"] - 1 - args.schedules
-        print(f"explored: {r['runs']} schedules (the default, {adv} adversarial, {args.schedules} seeded from seed "
-              f"{seed}): {r['clean']} clean, {r['findings_total']} findings; the same outcome under every schedule: "
-              f"{'yes' if r['same_outcome'] else 'NO'} ({r['seconds']:.1f} s)")
-        for label, fs in r["findings"]:
-            print(f"  under {label}: {fs[0]}")
+        print("explored: " + P.format_exploration(r, args.schedules, seed))
         bad = bad or r["clean"] != r["runs"] or not r["same_outcome"]
+    return 1 if bad else 0
+
+
+def sm100_sweep(schedules: int, seed: int) -> int:
+    """``--sm100-model --sweep``: every configuration of the model's PROBLEMS explored, then every planted bug
+    judged; exit status 1 when a correct run has a finding or the outcome differs between schedules, or a bug is
+    not found."""
+    from flashsim.kernels import sm100_protocol as P
+    from flashsim.sass.machine import BarrierDeadlock
+
+    bad = 0
+    for prob in P.PROBLEMS.values():
+        print(f"{prob.name}: {prob.describe()}")
+        try:
+            r = P.explore_model(prob, schedules=schedules, seed=seed)
+        except BarrierDeadlock as exc:
+            print(f"    {exc}")
+            bad += 1
+            continue
+        bad += r["clean"] != r["runs"] or not r["same_outcome"]
+        print("    " + P.format_exploration(r, schedules, seed).replace("\n", "\n    "), flush=True)
+    for m in P.MUTANTS:
+        v = P.judge(m, seed=seed)
+        bad += not v["found"]
+        print(f"planted bug {m.n:>2} ({m.what}): "
+              + (f"found as a {v['kind']} under {v['schedule']}" if v["found"] else
+                 f"NOT FOUND (findings seen: {', '.join(v['kinds']) or 'none'})") + f", {v['seconds']:.2f} s", flush=True)
     return 1 if bad else 0

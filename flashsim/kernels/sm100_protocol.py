@@ -50,8 +50,8 @@ Checks:
   when the ordering holds).
 
 :data:`MUTANTS` are planted one-line protocol bugs (from the seed's list of bugs); each is found as its
-catalogue says (tests/test_sm100_protocol.py). ``python -m flashsim.kernels.sm100_protocol --schedules 1000``
-explores every configuration of :data:`PROBLEMS`.
+catalogue says (tests/test_sm100_protocol.py). ``flashsim pipeline --sm100-model --sweep --schedules 1000``
+explores every configuration of :data:`PROBLEMS` and judges every planted bug.
 
 Modelling choices and simplifications (each also where it is made):
 
@@ -96,7 +96,6 @@ import bisect
 import re
 import hashlib
 import heapq
-import sys
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -104,7 +103,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from flashsim.attention.ws_plan import KV_STAGES, Q_STAGES, KVLayout, Load, load_plan
+from flashsim.attention.ws_plan import KV_STAGES, Q_STAGES, KVLayout, cta_plan, load_diffs, occupancy
 from flashsim.errors import bad_argument, location
 from flashsim.sass.asyncstate import ASYNC_DELAY
 from flashsim.sass.machine import BarrierDeadlock, ExecOptions, StepBudgetExceeded
@@ -112,8 +111,9 @@ from flashsim.sass.schedules import describe, explore, same_bits, schedule_optio
 from flashsim.smem import mbarrier as mb
 
 __all__ = ["BANNER", "BARRIERS", "MUTANTS", "PROBLEMS", "ROLES", "Finding", "ModelRun", "Mutant", "Problem",
-           "Sm100Config", "WorkTile", "explore_model", "format_findings", "format_loads", "format_tmem_plan",
-           "format_tmem_steps", "judge", "launch", "load_occupancy", "main", "run_model", "work_tiles"]
+           "Sm100Config", "WorkTile", "explore_model", "format_exploration", "format_findings", "format_loads",
+           "format_tmem_plan",
+           "format_tmem_steps", "judge", "launch", "load_occupancy", "run_model", "work_tiles"]
 
 BANNER = ("protocol model of seed 004's sm100 FlashAttention-4 forward kernel (flash_fwd_sm100.py at e724e258): "
           "NOT verified on hardware (no sm100 GPU available); the kernel verified on hardware is the sm_90 one, "
@@ -213,8 +213,8 @@ class Sm100Config:
 
     @property
     def uneven(self) -> bool:
-        """uneven_kv_smem: qk 192 / v 128 with 3 K/V stages."""
-        return self.hdim_qk == 192 and self.hdim_v == 128 and KV_STAGES == 3
+        """uneven_kv_smem: qk 192 / v 128 (with the three K/V stages)."""
+        return self.layout.uneven
 
     @property
     def overlap_sO_sQ(self) -> bool:
@@ -1567,38 +1567,22 @@ def _load_name(ld: dict) -> str:
 def load_occupancy(run: ModelRun, cta: int = 0) -> list[list[str]]:
     """After each load of CTA ``cta``: the tiles in [Q stage 0, Q stage 1, KV stage 0, KV stage 1, KV stage 2]
     ('-' empty), named as the seed's table names them."""
-    occ = ["-"] * (Q_STAGES + KV_STAGES)
-    out = []
-    for ld in run.loads:
-        if ld["cta"] != cta:
-            continue
-        occ[ld["stage"] if ld["buffer"] == "q" else Q_STAGES + ld["stage"]] = _load_name(ld)
-        out.append(list(occ))
-    return out
+    return occupancy((ld["buffer"], ld["stage"], _load_name(ld)) for ld in run.loads if ld["cta"] == cta)
 
 
 def check_loads(run: ModelRun, cta: int = 0) -> list[str]:
     """Compare CTA ``cta``'s loads with flashsim.attention.ws_plan's plan of its work tiles (tiles without work
     left out: this kernel loads nothing for them); returns the differences (empty: as planned)."""
     cfg = run.config
-    plan: list[Load] = []
-    kv_before = tiles_before = 0
-    for t in run.ctas[cta]:
-        if t.n == 0:
-            continue
-        plan += load_plan(t.n, cfg.layout, q_rows=M_BLOCK, rounds_before=kv_before, tiles_before=tiles_before)
-        kv_before += 2 * t.n
-        tiles_before += 1
+    plan = [ld for _, ld in cta_plan([t.n for t in run.ctas[cta] if t.n], cfg.layout, q_rows=M_BLOCK)]
     mine = [ld for ld in run.loads if ld["cta"] == cta]
     msgs = [] if len(mine) == len(plan) else [f"the model issued {len(mine)} loads, the plan has {len(plan)}"]
     smem = cfg.smem
     for i, (ld, want) in enumerate(zip(mine, plan), 1):
         base = smem["sQ" if ld["buffer"] == "q" else "sK"][0]
-        region = (ld["region"].lo - base, ld["region"].hi - base)
-        why = [f"{what} {got} (plan: {exp})" for what, got, exp in (
-            ("stage", ld["stage"], want.stage), ("bytes", ld["expect_tx"], want.expect_tx),
-            ("region", region, want.region), ("phase", ld["phase"], want.phase), ("fill", ld["fill"], want.fill),
-            ("waits", sorted(ld["waits"]), sorted(want.waits))) if got != exp]
+        why = load_diffs(want, stage=ld["stage"], expect_tx=ld["expect_tx"],
+                         region=(ld["region"].lo - base, ld["region"].hi - base), phase=ld["phase"],
+                         fill=ld["fill"], waits=ld["waits"])
         ld["plan_ok"] = not why
         if why:
             msgs.append(f"load {i} ({_load_name(ld)}, tile {ld['tile'].index}): " + "; ".join(why))
@@ -1691,6 +1675,17 @@ def format_tmem_steps(run: ModelRun, cta: int = 0, limit: int | None = None) -> 
     return "\n".join(rows)
 
 
+def format_exploration(r: dict, schedules: int, seed: int) -> str:
+    """One :func:`explore_model` result in words: runs of each kind, clean ones, findings, same outcome, time."""
+    adv = r["runs"] - 1 - schedules
+    out = [f"{r['runs']} schedules (the default, {adv} adversarial, {schedules} seeded from seed {seed}): "
+           f"{r['clean']} clean, {r['findings_total']} findings; the same outcome under every schedule: "
+           f"{'yes' if r['same_outcome'] else 'NO'} ({r['steps']} scheduling steps in {r['seconds']:.1f} s, "
+           f"{1000 * r['seconds'] / r['runs']:.1f} ms per run)"]
+    out += [f"  under {label}: {fs[0]}" for label, fs in r["findings"]]
+    return "\n".join(out)
+
+
 def format_findings(run: ModelRun, limit: int = 10) -> str:
     if not run.findings:
         return "no deadlock, no hazard, no stale read"
@@ -1700,61 +1695,3 @@ def format_findings(run: ModelRun, limit: int = 10) -> str:
     if len(run.findings) > limit:
         out.append(f"  ... {len(run.findings) - limit} more")
     return "\n".join(out)
-
-
-# ------------------------------------------------------------------------------------------------ main
-
-def main(argv=None) -> int:
-    """``python -m flashsim.kernels.sm100_protocol [--schedules N] [--seed S] [--mutants]``: every problem of
-    :data:`PROBLEMS` under the default, the adversarial and N seeded schedules (default 1000), then (with
-    ``--mutants``) every planted bug; prints counts and times. Exit status 1 when a correct run has a finding,
-    the outcome differs between schedules, or a mutant is not found."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    opts = {"--schedules": 1000, "--seed": 0}
-    mutants = False
-    while argv:
-        a = argv.pop(0)
-        if a == "--mutants":
-            mutants = True
-        elif a in opts and argv:
-            v = argv.pop(0)
-            try:
-                opts[a] = int(v)
-            except ValueError:
-                print(bad_argument(a, v, "expected an int >= 0"), file=sys.stderr)
-                return 2
-            if opts[a] < 0:
-                print(bad_argument(a, opts[a], "expected an int >= 0"), file=sys.stderr)
-                return 2
-        else:
-            print(bad_argument("argv", a, "expected --schedules N, --seed S, --mutants"), file=sys.stderr)
-            return 2
-    print(BANNER)
-    bad = 0
-    for prob in PROBLEMS.values():
-        try:
-            r = explore_model(prob, schedules=opts["--schedules"], seed=opts["--seed"])
-        except BarrierDeadlock as exc:
-            print(f"{prob.name}: {exc}")
-            bad += 1
-            continue
-        ok = r["clean"] == r["runs"] and r["same_outcome"]
-        bad += not ok
-        print(f"{prob.name}: {prob.describe()}\n    {r['runs']} runs (default, {r['runs'] - 1 - opts['--schedules']} "
-              f"adversarial, {opts['--schedules']} seeded): {r['clean']} clean, {r['findings_total']} findings, "
-              f"same outcome: {r['same_outcome']}; {r['steps']} scheduling steps in {r['seconds']:.1f} s "
-              f"({1000 * r['seconds'] / r['runs']:.1f} ms per run)", flush=True)
-        for label, fs in r["findings"]:
-            print(f"    under {label}: {fs[0]}")
-    if mutants:
-        for m in MUTANTS:
-            v = judge(m, seed=opts["--seed"])
-            bad += not v["found"]
-            print(f"mutant {m.n:>2} ({m.what}): "
-                  + (f"found as {v['kind']} under {v['schedule']}" if v["found"] else
-                     f"NOT FOUND (kinds seen: {v['kinds']})") + f", {v['seconds']:.2f} s", flush=True)
-    return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from flashsim.attention.ws_plan import KV_STAGES, Q_STAGES, KVLayout, Load, load_plan
+from flashsim.attention.ws_plan import KVLayout, cta_plan, load_diffs, occupancy
 from flashsim.errors import bad_argument
 
 __all__ = ["RunLoad", "check_loads", "consumer_events", "format_consumers", "format_loads", "loads", "simulate"]
@@ -123,22 +123,19 @@ def check_loads(run: list[RunLoad], args, inst, cta: int = 0, ctas: int = 1) -> 
 
     pb = fa2.problem(inst, args)
     layout = KVLayout(inst.headdim, inst.headdim_v, inst.block_n)
-    plan: list[tuple[str, Load]] = []
-    kv_before = 0
-    for i, t in enumerate(range(cta, inst.work_tiles(args), ctas)):
+    first, counts = [], []  # per work tile of the CTA: its first KV block, its number of KV blocks
+    for t in range(cta, inst.work_tiles(args), ctas):
         lo, hi = (int(x[0]) for x in pb.n_block_range(np.array([pb.m_blocks - 1 - t % pb.m_blocks])))
-        n = max(hi - lo, 0)
-        for ld in load_plan(n, layout, q_rows=64, rounds_before=kv_before, tiles_before=i):
-            plan.append((ld.tile if ld.buffer == "q" else f"{ld.tile[0]}{int(ld.tile[1:]) + lo}", ld))
-        kv_before += 2 * n
+        first.append(lo)
+        counts.append(max(hi - lo, 0))
+    plan = [(ld.tile if ld.buffer == "q" else f"{ld.tile[0]}{int(ld.tile[1:]) + first[i]}", ld)
+            for i, ld in cta_plan(counts, layout, q_rows=64)]
     msgs = []
     if len(plan) != len(run):
         msgs.append(f"the run issued {len(run)} loads, the plan has {len(plan)}")
     for i, (ld, (tile, want)) in enumerate(zip(run, plan)):
-        why = [f"{what} {got} (plan: {exp})" for what, got, exp in (
-            ("buffer", ld.buffer, want.buffer), ("stage", ld.stage, want.stage), ("bytes", ld.nbytes, want.expect_tx),
-            ("region", ld.region, want.region), ("phase", ld.phase, want.fill),
-            ("waits", sorted(ld.waits), sorted(want.waits))) if got != exp]
+        why = load_diffs(want, buffer=ld.buffer, stage=ld.stage, expect_tx=ld.nbytes, region=ld.region,
+                         fill=ld.phase, waits=ld.waits)
         ld.tile, ld.plan_ok, ld.why = tile, not why, why
         if why:
             msgs.append(f"load {i + 1} ({tile}): " + "; ".join(why))
@@ -148,16 +145,14 @@ def check_loads(run: list[RunLoad], args, inst, cta: int = 0, ctas: int = 1) -> 
 def format_loads(run: list[RunLoad]) -> str:
     """The run's loads as the seed's table: per load its barrier and phase, bytes, waits and the occupancy of
     [Q stage 0, Q stage 1, KV stage 0, KV stage 1, KV stage 2] after it (names from the plan check)."""
-    occ = ["-"] * (Q_STAGES + KV_STAGES)
     rows = [f"{'step':>4}  {'load':<5} {'barrier':<11} {'phase':>5}  {'bytes':<15} {'waits passed':<30} "
             f"{'plan':<4} occupancy"]
-    for i, ld in enumerate(run, 1):
-        name = ld.tile or "?"
-        occ[ld.stage if ld.buffer == "q" else Q_STAGES + ld.stage] = name
+    occ = occupancy((ld.buffer, ld.stage, ld.tile or "?") for ld in run)
+    for i, (ld, o) in enumerate(zip(run, occ), 1):
         waits = ", ".join(f"{n}@{p}" for n, p in ld.waits)
         ok = {None: "", True: "ok", False: "DIFF"}[ld.plan_ok]
-        rows.append(f"{i:>4}  {name:<5} {ld.barrier:<11} {ld.phase:>5}  {f'{ld.region[0]}..{ld.region[1]}':<15} "
-                    f"{waits:<30} {ok:<4} [{', '.join(occ)}]")
+        rows.append(f"{i:>4}  {ld.tile or '?':<5} {ld.barrier:<11} {ld.phase:>5}  "
+                    f"{f'{ld.region[0]}..{ld.region[1]}':<15} {waits:<30} {ok:<4} [{', '.join(o)}]")
     return "\n".join(rows)
 
 

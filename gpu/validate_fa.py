@@ -51,14 +51,17 @@ def check_case(case, run_gpu):
 
     kernel = case.params["kernel"]
     t0 = time.perf_counter()
-    g_out, g_lse = run_gpu(kernel, case.q, case.k, case.v, **case.kwargs)
+    g = run_gpu(kernel, case.q, case.k, case.v, **case.kwargs)
     t1 = time.perf_counter()
-    s_out, s_lse = run_twin(kernel, case.q, case.k, case.v, **case.kwargs)
+    s = run_twin(kernel, case.q, case.k, case.v, **case.kwargs)
     t2 = time.perf_counter()
+    (g_out, g_lse), (s_out, s_lse) = g[:2], s[:2]
     res = {"case": case.describe(), "params": case.params, "gpu_s": round(t1 - t0, 4), "twin_s": round(t2 - t1, 4)}
     res["out_diff"] = first_diff(g_out.view(np.uint16), s_out.view(np.uint16))
     res["lse_diff"] = None if g_lse is None else first_diff(g_lse.view(np.uint32), s_lse.view(np.uint32))
-    res["identical"] = res["out_diff"] is None and res["lse_diff"] is None
+    # with dropout and return_attn_probs: the probabilities (S_dmask) too
+    res["probs_diff"] = first_diff(g[2].view(np.uint16), s[2].view(np.uint16)) if len(g) > 2 else None
+    res["identical"] = res["out_diff"] is None and res["lse_diff"] is None and res["probs_diff"] is None
     finite = all(np.isfinite(x.astype(np.float32)).all() for x in (case.q, case.k, case.v))
     if not finite:
         # NaN/Inf inputs: where they propagate (0 * Inf in the mma, exp2 underflow ahead of an Inf value) is

@@ -28,8 +28,11 @@ def test_v5_and_v6_run_through_the_twin():
     (dict(kernel="kernel1", causal=True), "kernel 'kernel1' does not model causal or local masks"),
     (dict(kernel="kernel1", softcap=5.0), "kernel 'kernel1' does not model softcap"),
     (dict(kernel="v5", return_attn_probs=True), "kernel 'v5' writes no softmax LSE"),
-    (dict(kernel="fa2", alibi_slopes=np.ones(2, np.float32)), "alibi"),
-    (dict(kernel="fa2", dropout_p=0.1), "dropout"),
+    (dict(kernel="kernel1", alibi_slopes=np.ones(2, np.float32)), "kernel 'kernel1' does not model ALiBi"),
+    (dict(kernel="v6", alibi_slopes=np.ones(2, np.float32)), "kernel 'v6' does not model ALiBi"),
+    (dict(kernel="kernel1", dropout_p=0.1), "kernel 'kernel1' does not model dropout"),
+    (dict(kernel="fa2_chunked", dropout_p=0.1), "kernel 'fa2_chunked' does not model dropout"),
+    (dict(kernel="fa4h", dropout_p=0.1), "kernel 'fa4h' does not model dropout"),
     (dict(kernel="v5", causal=True), "does not model causal or local masks"),
     (dict(kernel="v5", window_size=(8, 8)), "does not model causal or local masks"),
     (dict(kernel="v5", softcap=30.0), "does not model softcap"),
@@ -68,7 +71,7 @@ def test_fa2_returns_out_and_lse_like_flash_attn():
     q, k, v = _qkv(s=70, d=40)
     out = flash_attn_func(q, k, v, causal=True)
     out2, lse, dmask = flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
-    assert dmask is None and lse.dtype == np.float32 and lse.shape == (1, 2, 70)
+    assert dmask.shape == (0,) and lse.dtype == np.float32 and lse.shape == (1, 2, 70)  # flash-attn: empty
     assert out.shape == q.shape and np.array_equal(out.view(np.uint16), out2.view(np.uint16))
     ref_out, ref_lse = fa2.run(q, k, v, causal=True)
     assert np.array_equal(out.view(np.uint16), ref_out.view(np.uint16)) and np.array_equal(lse, ref_lse)
@@ -87,9 +90,36 @@ def test_kernel1_runs_and_checks_its_preconditions():
         flash_attn_func(q, np.concatenate([k, k], 1), np.concatenate([v, v], 1), kernel="kernel1")
 
 
-def test_fa2_refuses_head_dims_above_its_instances():
+def test_kernels_refuse_head_dims_above_their_instances():
     with pytest.raises(ArgumentError, match="head dims up to 128"):
-        flash_attn_func(*_qkv(s=8, d=136))
+        flash_attn_func(*_qkv(s=8, d=136), kernel="fa2_sm8x")
+
+
+def test_fa2_dropout_returns_flash_attns_probabilities_and_advances_the_generator():
+    from flashsim.attention import PhiloxGenerator, check_args
+
+    q, k, v = _qkv(s=70, d=40)
+    g = PhiloxGenerator(seed=11)
+    out, lse, probs = flash_attn_func(q, k, v, dropout_p=0.3, generator=g, return_attn_probs=True)
+    assert g.offset == 1 * 2 * 32 and probs.shape == (1, 2, 128, 128) and probs.dtype == q.dtype
+    # the same state again gives the same bits; the next state other ones
+    again = flash_attn_func(q, k, v, dropout_p=0.3, rng_state=(11, 0), return_attn_probs=True)
+    assert all(np.array_equal(a.view(np.uint8), b.view(np.uint8)) for a, b in zip((out, lse, probs), again))
+    other = flash_attn_func(q, k, v, dropout_p=0.3, generator=g)
+    assert not np.array_equal(other.view(np.uint16), out.view(np.uint16))
+    # the sign bits of the visited tiles are the philox keep pattern
+    keep = check_args(q, k, v, dropout_p=0.3, rng_state=(11, 0)).keep_mask()
+    assert np.array_equal(~np.signbit(probs[:, :, :70, :70].astype(np.float32)), keep)
+    assert 0.6 < keep.mean() < 0.8
+
+
+def test_fa2_alibi_and_head_dim_256_run():
+    q, k, v = _qkv(s=40, d=224)
+    out, lse, _ = flash_attn_func(q, k, v, alibi_slopes=np.array([0.1, 0.2], np.float32), causal=True,
+                                  return_attn_probs=True)
+    ref, ref_lse = fa2.run(q, k, v, causal=True, alibi_slopes=np.array([0.1, 0.2], np.float32))
+    assert out.shape == q.shape and np.array_equal(out.view(np.uint16), ref.view(np.uint16))
+    assert np.array_equal(lse, ref_lse)
 
 
 def test_torch_inputs_give_torch_outputs():

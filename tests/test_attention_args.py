@@ -199,19 +199,63 @@ def test_bad_tensors(make, match):
     (dict(dropout_p=None), r"^dropout_p=None: expected a real number"),
     (dict(deterministic="no"), r"^deterministic='no': expected a bool"),
     (dict(return_attn_probs=0), r"^return_attn_probs=0: expected a bool"),
+    (dict(dropout_p=0.1, softcap=5.0), r"^dropout_p=0\.1: softcap does not support dropout"),
+    (dict(alibi_slopes=np.zeros(4, np.float64)), r"^alibi_slopes=ndarray\(shape=\(4,\), dtype=float64\): ALiBi "
+                                                 r"slopes must have dtype float32"),
+    (dict(alibi_slopes=np.zeros(3, np.float32)), r"^alibi_slopes=.*expected shape \(heads,\) = \(4,\) or "
+                                                 r"\(batch, heads\) = \(2, 4\)"),
+    (dict(alibi_slopes=np.zeros((4, 2), np.float32)), r"^alibi_slopes=ndarray\(shape=\(4, 2\).*expected shape"),
+    (dict(alibi_slopes=np.zeros((1, 2, 4), np.float32)), r"^alibi_slopes=.*expected shape"),
+    (dict(alibi_slopes=[0.1] * 4), r"^alibi_slopes=\[0\.1, .*expected a float32 numpy array or torch tensor"),
+    (dict(dropout_p=0.1, rng_state=(1,)), r"^rng_state=\(1,\): expected \(seed, offset\), ints in \[0, 2\*\*64\)"),
+    (dict(dropout_p=0.1, rng_state=(-1, 0)), r"^rng_state=\(-1, 0\): expected \(seed, offset\)"),
+    (dict(dropout_p=0.1, rng_state=(2**64, 0)), r"^rng_state="),
+    (dict(dropout_p=0.1, rng_state=(1.5, 0)), r"^rng_state="),
+    (dict(dropout_p=0.1, rng_state=(1, 2), generator=None), None),
+    (dict(dropout_p=0.1, generator="torch"), r"^generator='torch': expected a flashsim.attention.PhiloxGenerator"),
 ])
 def test_bad_scalars(kwargs, match):
+    if match is None:
+        assert check_args(*qkv(), **kwargs).rng_state == (1, 2)
+        return
     with pytest.raises(ArgumentError, match=match):
         check_args(*qkv(), **kwargs)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(dropout_p=0.1), r"^dropout is not modelled \(dropout_p=0\.1\)"),
-    (dict(alibi_slopes=np.zeros(4, np.float32)), r"^alibi_slopes is not modelled"),
-])
-def test_features_not_modelled(kwargs, match):
-    with pytest.raises(NotImplementedError, match=match):
-        check_args(*qkv(), **kwargs)
+def test_dropout_records_flash_attns_scalars_and_the_philox_state():
+    from flashsim.attention import PhiloxGenerator
+
+    a = check_args(*qkv(), dropout_p=0.17, rng_state=(5, 8), return_attn_probs=True)
+    assert a.dropout_p == 0.17 and a.rng_state == (5, 8) and a.return_softmax
+    # p_dropout = 1.f - 0.17f, floor(p * 255.0) = 211, rp = 1.f / p (float32 arithmetic)
+    assert a.params_p_dropout == np.float32(np.float32(1) - np.float32(0.17))
+    assert a.params_p_dropout_in_uint8_t == 211
+    assert a.params_rp_dropout == np.float32(1) / a.params_p_dropout
+    assert a.s_dmask_shape == (2, 4, 128, 128)
+    # without dropout: no state and no probabilities (flash-attn: return_softmax and dropout_p > 0)
+    b = check_args(*qkv(), return_attn_probs=True)
+    assert b.rng_state is None and not b.return_softmax and b.params_p_dropout_in_uint8_t == 255
+    # a generator hands out (seed, offset) and advances by batch * heads * 32
+    g = PhiloxGenerator(seed=7, offset=4)
+    assert check_args(*qkv(), dropout_p=0.5, generator=g).rng_state == (7, 4)
+    assert check_args(*qkv(), dropout_p=0.5, generator=g).rng_state == (7, 4 + 2 * 4 * 32)
+    assert g.offset == 4 + 2 * 2 * 4 * 32
+    assert check_args(*qkv(), generator=g).rng_state is None and g.offset == 4 + 2 * 2 * 4 * 32
+    with pytest.raises(ArgumentError, match="^generator=.*give a generator or rng_state, not both"):
+        check_args(*qkv(), dropout_p=0.5, generator=g, rng_state=(1, 2))
+    with pytest.raises(ArgumentError, match=r"^seed=-1: expected an int in \[0, 2\*\*64\)"):
+        PhiloxGenerator(-1)
+
+
+def test_alibi_slopes_keep_their_float32_values_and_causal_at_seqlen_q_1():
+    sl = np.array([0.1, 0.2, 0.3, 1e-30], np.float32)
+    a = check_args(*qkv(), alibi_slopes=sl)
+    assert a.alibi_array.dtype == np.float32 and np.array_equal(a.alibi_array, np.stack([sl, sl]))
+    b = check_args(*qkv(), alibi_slopes=np.arange(8, dtype=np.float32).reshape(2, 4))
+    assert b.alibi_array[1, 3] == 7
+    # mha_fwd turns causal off at seqlen_q == 1 only without ALiBi
+    assert not check_args(*qkv(sq=1), causal=True).is_causal
+    assert check_args(*qkv(sq=1), causal=True, alibi_slopes=sl).is_causal
 
 
 def test_accepted_edge_values():

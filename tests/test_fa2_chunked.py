@@ -284,8 +284,8 @@ def test_numpy_ints_are_chunks():
 
 
 def test_fa2_and_fa2_sm8x_compile_to_the_h100_verified_bytes():
-    """Adding the kChunked instances must leave the verified ones alone: the .text section of every fa2 and
-    fa2_sm8x entry point (plain and FS_TRACE builds) has the bytes it had when the H100 verified them
+    """Adding the kChunked (and kExt) instances must leave the verified ones alone: the .text section of every
+    verified fa2 and fa2_sm8x entry point (plain and FS_TRACE builds) has the bytes it had when the H100 verified them
     (tests/data/fa2_verified_text.json). A difference needs a new GPU validation of those kernels."""
     from elftools.elf.elffile import ELFFile
 
@@ -299,5 +299,5 @@ def test_fa2_and_fa2_sm8x_compile_to_the_h100_verified_bytes():
         mod = interpreted_module("fa2.cu", options=get("fa2").build_options(trace))
         text = {s.name: s.data() for s in ELFFile(io.BytesIO(mod.cubin)).iter_sections()}
         got = {f: hashlib.sha256(text[".text." + f]).hexdigest() for f in want[build]}
-        assert sorted(want[build]) == sorted(get("fa2").function_names + get("fa2_sm8x").function_names)
+        assert set(want[build]) <= set(get("fa2").function_names + get("fa2_sm8x").function_names)
         assert got == want[build], f"{build}: {[f for f in got if got[f] != want[build][f]]} changed"

@@ -35,20 +35,24 @@ ROOT = Path(__file__).resolve().parents[1]
     (dict(tiles=(Tiles(64, 128, 64), Tiles(64, 64, 64))), r"^tiles=\[64, 64\]: kernel 'fa2': one Tiles per head dim"),
     (dict(tiles=()), r"^tiles=\(\): kernel 'fa2': expected a non-empty tuple of Tiles"),
     (dict(dtypes=("float32",)), r"^dtypes=\('float32',\): kernel 'fa2': expected element types"),
-    (dict(features=frozenset({"dropout"})), r"^features=.*kernel 'fa2': expected a frozenset of \('masks', 'softcap', 'gqa', 'chunk', 'hdim_v'\)"),
+    (dict(features=frozenset({"rotary"})), r"^features=.*kernel 'fa2': expected a frozenset of \('masks', 'softcap', 'gqa', 'chunk', 'hdim_v', 'dropout', 'alibi'\)"),
+    (dict(ext_entry=None), r"^ext_entry=None: kernel 'fa2': an entry point of the second build exactly when the kernel "
+                           r"models one of \['alibi', 'dropout'\]"),
+    (dict(ext_entry="fa2_{x}"), r"^ext_entry='fa2_\{x\}': kernel 'fa2': expected a format of \{hdim\} and \{dtype\}"),
     (dict(acc="f64"), r"^acc='f64': kernel 'fa2': expected one of \('f32', 'f16'\)"),
     (dict(source="fa2.cuh"), r"^source='fa2.cuh': kernel 'fa2': expected a bare .cu file name"),
     (dict(name="FA2"), r"^name='FA2': expected a lower-case identifier"),
     (dict(options=("-arch=sm_80",)), r"^options=.*set by gpu.runtime and flashsim.kernels.sources"),
-    (dict(entry="fa2_{dtype}"), r"^entry='fa2_\{dtype\}': kernel 'fa2' has 2 instances: the entry point must name \{hdim\}"),
+    (dict(entry="fa2_{dtype}"), r"^entry='fa2_\{dtype\}': kernel 'fa2' has 4 instances: the entry point must name \{hdim\}"),
     (dict(entry="fa2_hdim{hdim}"), r"^entry='fa2_hdim\{hdim\}': kernel 'fa2' has 2 element types"),
     (dict(entry="fa2_{tiles}"), r"^entry='fa2_\{tiles\}': kernel 'fa2': expected a format of \{hdim\} and \{dtype\}"),
     (dict(warps=8, threads=256, tiles=(Tiles(64, 128, 64),)), r"^warps=8: kernel 'fa2': a traced kernel has 4 warps"),
-    (dict(tiles=(Tiles(128, 1024, 64), Tiles(64, 128, 64))), r"^smem=.*instance hdim 128 needs more shared memory than "
+    (dict(tiles=(Tiles(128, 1024, 64), Tiles(64, 128, 64)), domain=dataclasses.replace(get("fa2").domain, headdim=(64,))),
+     r"^smem=.*instance hdim 128 needs more shared memory than "
                                                               r"an sm_90 CTA has \(232448 bytes\)"),
     (dict(domain=dataclasses.replace(get("fa2").domain, group=None)), r"^domain=.*draw a GQA group .* exactly when"),
-    (dict(domain=dataclasses.replace(get("fa2").domain, headdim=(136,))), r"^domain=.*head dim 136 of the domain runs "
-                                                                           r"on no instance .*head dims up to 128"),
+    (dict(domain=dataclasses.replace(get("fa2").domain, headdim=(264,))), r"^domain=.*head dim 264 of the domain runs "
+                                                                           r"on no instance .*head dims up to 256"),
 ])
 def test_a_spec_names_the_field_it_refuses(change, match):
     with pytest.raises(ArgumentError, match=match):
@@ -84,9 +88,11 @@ def test_the_registry_holds_each_name_once_and_configurations_of_registered_kern
 def test_instances_follow_each_kernels_head_dim_rule():
     # fa2: the head dim padded to a multiple of 8, then the smallest instance that holds it
     assert [get("fa2").instance_for_headdim(d).headdim for d in (8, 60, 64, 65, 100, 128)] == [64] * 3 + [128] * 3
-    with pytest.raises(ArgumentError, match=r"^headdim=136: kernel 'fa2' is built for head dims up to 128 "
+    # above 128 as flash-attn's head_size_rounded: 136-192 on 192, 200-256 on 256
+    assert [get("fa2").instance_for_headdim(d).headdim for d in (130, 160, 192, 193, 224, 256)] == [192] * 3 + [256] * 3
+    with pytest.raises(ArgumentError, match=r"^headdim=136: kernel 'fa2_sm8x' is built for head dims up to 128 "
                                             r"\(instances 64 and 128\)"):
-        get("fa2").instance_for_headdim(130)
+        get("fa2_sm8x").instance_for_headdim(130)
     with pytest.raises(ArgumentError, match=r"^headdim=64: kernel 'kernel1' is built for headdim 128 only"):
         get("kernel1").instance_for_headdim(64)
     with pytest.raises(ArgumentError, match=r"^headdim=24: kernel 'v5' needs headdim % 16 == 0"):
@@ -96,7 +102,7 @@ def test_instances_follow_each_kernels_head_dim_rule():
     with pytest.raises(ArgumentError, match=rf"^headdim={big}: kernel 'v6' at this head dim needs \d+ bytes of shared "
                                             "memory, more than an sm_90 CTA has"):
         get("v6").instance(big)
-    with pytest.raises(ArgumentError, match=r"^headdim=96: kernel 'fa2' instances have head dim 64 or 128"):
+    with pytest.raises(ArgumentError, match=r"^headdim=96: kernel 'fa2' instances have head dim 64 or 128 or 192 or 256"):
         get("fa2").instance(96)
 
 
@@ -106,7 +112,10 @@ def test_the_fa2_configurations_are_the_lead_contract():
     tiles = {k: {d: (get(k).instance(d).block_m, get(k).instance(d).block_n) for d in (64, 128)}
              for k in ("fa2", "fa2_sm8x")}
     assert tiles == {"fa2": {64: (128, 64), 128: (128, 32)}, "fa2_sm8x": {64: (128, 64), 128: (64, 64)}}
-    assert get("fa2").function_names == ["fa2_hdim64_f16", "fa2_hdim64_bf16", "fa2_hdim128_f16", "fa2_hdim128_bf16"]
+    assert get("fa2").function_names == [f"fa2{x}_hdim{d}_{t}" for x in ("", "_ext") for d in (64, 128, 192, 256)
+                                         for t in ("f16", "bf16")]
+    assert {d: (get("fa2").instance(d).block_m, get("fa2").instance(d).block_n) for d in (192, 256)} == {
+        192: (64, 64), 256: (64, 64)}  # flash-attn's sm80 traits on sm90 with dropout
     assert get("fa2_sm8x").function_names == ["fa2_sm8x_hdim64_f16", "fa2_sm8x_hdim64_bf16", "fa2_sm8x_hdim128_f16",
                                               "fa2_sm8x_hdim128_bf16"]
     a = check_args(*(np.zeros((2, 200, 3, 100), np.float16),) * 3)

@@ -44,6 +44,10 @@ DTYPES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat
 _TORCH_DTYPES = {"torch.float16": "float16", "torch.bfloat16": "bfloat16"}
 _INT32_MAX = 2**31 - 1  # the C++ side takes the window sizes as int
 _SOFTCAP_WHY = "expected 0 (off) or a number > 0 that stays > 0 and finite as float32, also times log2(e)"
+#: torch's default seed of a CUDA generator (c10's default_rng_seed_val): flashsim's default philox generator
+#: starts there, with offset 0
+DEFAULT_SEED = 67280421310721
+_U64_MAX = 2**64 - 1
 _CHUNK_WHY = ("expected an int in [0, 2**31 - 1]: 0 (off) or the chunk length in keys (FlashAttention-3's "
               "attention_chunk)")
 
@@ -70,6 +74,61 @@ def _softcap_ok(x: float) -> bool:
     """0, or positive with a positive float32 value (FA2 tests the float ``softcap > 0``, so a cap that
     rounds to 0 would silently switch softcapping off) and finite also times log2(e)."""
     return x == 0.0 or (x > 0.0 and _f32(x) > 0 and _finite_log2(x))
+
+
+def _rng_ok(state) -> bool:
+    return (isinstance(state, tuple) and len(state) == 2
+            and all(_is_int(x) and 0 <= int(x) <= _U64_MAX for x in state))
+
+
+class PhiloxGenerator:
+    """A philox state as torch's CUDA generator keeps it for flash-attn: a 64-bit ``seed`` and an ``offset``
+    that each call with dropout advances by ``batch * heads * 32`` (rounded up to a multiple of 4, as
+    ``philox_cuda_state`` rounds its increment). Pass one as ``generator=`` for reproducible runs, or pass the
+    (seed, offset) of one call as ``rng_state=``."""
+
+    def __init__(self, seed: int = DEFAULT_SEED, offset: int = 0):
+        for name, x in (("seed", seed), ("offset", offset)):
+            if not _is_int(x) or not 0 <= int(x) <= _U64_MAX:
+                raise bad_argument(name, x, "expected an int in [0, 2**64)")
+        self.seed, self.offset = int(seed), int(offset)
+
+    def manual_seed(self, seed: int) -> "PhiloxGenerator":
+        """Restart at ``seed`` with offset 0."""
+        self.__init__(seed)
+        return self
+
+    def philox_state(self, increment: int) -> tuple[int, int]:
+        """(seed, offset) for a call that takes ``increment`` numbers per thread; advances the offset."""
+        state = (self.seed, self.offset)
+        self.offset = (self.offset + (increment + 3) // 4 * 4) & _U64_MAX
+        return state
+
+    def __repr__(self):
+        return f"PhiloxGenerator(seed={self.seed}, offset={self.offset})"
+
+
+
+def _slopes(alibi_slopes, batch: int, heads: int) -> tuple[tuple[float, ...], ...]:
+    """set_params_alibi's checks: float32, shape (heads,) or (batch, heads), on q's device; the values as
+    float rows."""
+    x = alibi_slopes
+    if _is_torch(x):
+        if str(x.dtype) != "torch.float32":
+            raise bad_argument("alibi_slopes", _Summary(x), "ALiBi slopes must have dtype float32")
+        a = x.detach().to("cpu").numpy()
+    elif isinstance(x, np.ndarray):
+        if x.dtype != np.float32:
+            raise bad_argument("alibi_slopes", _Summary(x), "ALiBi slopes must have dtype float32")
+        a = x
+    else:
+        raise bad_argument("alibi_slopes", x, "expected a float32 numpy array or torch tensor of shape (heads,) "
+                                              "or (batch, heads)")
+    if tuple(a.shape) not in ((heads,), (batch, heads)):
+        raise bad_argument("alibi_slopes", _Summary(x), f"expected shape (heads,) = ({heads},) or (batch, heads) "
+                                                        f"= ({batch}, {heads})")
+    rows = a.reshape(-1, heads)
+    return tuple(tuple(float(v) for v in row) for row in rows)
 
 
 def round_multiple(x: int, m: int) -> int:
@@ -101,6 +160,14 @@ class AttentionArgs:
     attention_chunk: int = 0
     #: V's (and O's) head dim; None: the same as Q's and K's (FA2 requires it, FA3/FA4 kernels take qk 192 / v 128)
     headdim_v: int | None = None
+    #: the probability to drop an attention weight, in [0, 1)
+    dropout_p: float = 0.0
+    #: the philox (seed, offset) of a call with dropout (None without)
+    rng_state: tuple[int, int] | None = None
+    #: ALiBi slopes as float32 values, one row of ``heads`` per batch entry, or one row for every batch entry
+    alibi_slopes: tuple[tuple[float, ...], ...] | None = None
+    #: return the attention probabilities with the dropped ones negated (return_attn_probs with dropout)
+    return_softmax: bool = False
     # derived in __post_init__
     softmax_scale_f32: np.float32 = field(init=False)
     scale_log2_f32: np.float32 = field(init=False)
@@ -108,6 +175,9 @@ class AttentionArgs:
     params_scale_softmax_log2: np.float32 = field(init=False)
     params_softcap: np.float32 = field(init=False)
     params_window_size: tuple[int, int] = field(init=False)
+    params_p_dropout: np.float32 = field(init=False)
+    params_p_dropout_in_uint8_t: int = field(init=False)
+    params_rp_dropout: np.float32 = field(init=False)
 
     def __post_init__(self):
         for name in ("batch", "heads", "heads_k", "headdim"):
@@ -142,6 +212,23 @@ class AttentionArgs:
             raise bad_argument("device", self.device, "expected a str")
         if not _is_int(self.attention_chunk) or not 0 <= self.attention_chunk <= _INT32_MAX:
             raise bad_argument("attention_chunk", self.attention_chunk, _CHUNK_WHY)
+        if not isinstance(self.dropout_p, float) or not 0.0 <= self.dropout_p < 1.0:
+            raise bad_argument("dropout_p", self.dropout_p, "expected a probability in [0, 1)")
+        if self.dropout_p > 0.0 and self.softcap > 0.0:
+            raise bad_argument("dropout_p", self.dropout_p, "softcap does not support dropout (flash-attn: "
+                                                            "\"Softcapping does not support dropout for now\")")
+        if (self.rng_state is None) != (self.dropout_p == 0.0) or (self.rng_state is not None and not _rng_ok(self.rng_state)):
+            raise bad_argument("rng_state", self.rng_state, "expected (seed, offset), ints in [0, 2**64), exactly "
+                                                            "when dropout_p > 0")
+        if not isinstance(self.return_softmax, bool) or (self.return_softmax and self.dropout_p == 0.0):
+            raise bad_argument("return_softmax", self.return_softmax, "expected a bool, True only with dropout "
+                                                                      "(flash-attn returns probabilities only then)")
+        sl = self.alibi_slopes
+        if sl is not None and (not isinstance(sl, tuple) or len(sl) not in (1, self.batch) or not all(
+                isinstance(row, tuple) and len(row) == self.heads and all(isinstance(x, float) for x in row)
+                for row in sl)):
+            raise bad_argument("alibi_slopes", sl, f"expected one or batch={self.batch} rows of heads={self.heads} "
+                                                   f"floats")
 
         # set_params_fprop: the C float parameter is the Python double rounded to nearest once
         scale_f32 = _f32(self.softmax_scale)
@@ -165,6 +252,12 @@ class AttentionArgs:
         for name, value in (("softmax_scale_f32", scale_f32), ("scale_log2_f32", log2),
                             ("params_scale_softmax", p_scale), ("params_scale_softmax_log2", p_log2),
                             ("params_softcap", np.float32(p_softcap)), ("params_window_size", (left, right))):
+            object.__setattr__(self, name, value)
+        from flashsim.numerics.philox import dropout_scalars
+
+        keep, keep_u8, rp = dropout_scalars(self.dropout_p)
+        for name, value in (("params_p_dropout", keep), ("params_p_dropout_in_uint8_t", keep_u8),
+                            ("params_rp_dropout", rp)):
             object.__setattr__(self, name, value)
 
     # ---- shapes ----
@@ -209,6 +302,54 @@ class AttentionArgs:
     def lse_shape(self) -> tuple[int, int, int]:
         """softmax_lse: float32, (batch, heads, seqlen_q)."""
         return (self.batch, self.heads, self.seqlen_q)
+
+    @property
+    def alibi_array(self) -> np.ndarray | None:
+        """The ALiBi slopes as float32 (batch, heads) (one row repeated for 1-D slopes), or None."""
+        if self.alibi_slopes is None:
+            return None
+        a = np.array(self.alibi_slopes, np.float32)
+        return np.broadcast_to(a, (self.batch, self.heads)).copy()
+
+    @property
+    def seqlen_q_rounded(self) -> int:
+        """mha_fwd's ``seqlen_q_rounded``: seqlen_q up to a multiple of 128 (the rows of S_dmask)."""
+        return round_multiple(self.seqlen_q, 128)
+
+    @property
+    def seqlen_k_rounded(self) -> int:
+        """mha_fwd's ``seqlen_k_rounded``: seqlen_k up to a multiple of 128 (the columns of S_dmask)."""
+        return round_multiple(self.seqlen_k, 128)
+
+    @property
+    def s_dmask_shape(self) -> tuple[int, int, int, int]:
+        """The shape of the probabilities return_attn_probs returns with dropout."""
+        return (self.batch, self.heads, self.seqlen_q_rounded, self.seqlen_k_rounded)
+
+    def keep_mask(self) -> np.ndarray | None:
+        """The dropout's keep decisions, bool (batch, heads, seqlen_q, seqlen_k), or None without dropout
+        (flashsim.numerics.philox)."""
+        if self.dropout_p == 0.0:
+            return None
+        from flashsim.numerics.philox import keep_mask
+
+        seed, offset = self.rng_state
+        return keep_mask(seed, offset, self.params_p_dropout_in_uint8_t, self.batch, self.heads, self.seqlen_q,
+                         self.seqlen_k)
+
+    def alibi_bias(self, rows: slice = slice(None)) -> np.ndarray | None:
+        """The ALiBi bias the kernel adds, in float64, (batch, heads, rows, seqlen_k), or None: ``-slope * |i +
+        seqlen_k - seqlen_q - j|``, and with causal ``slope * j`` (mask.h: on the keys a causal row attends the
+        two differ by a constant per row, so out is the same; the LSE is that of these scores. flash-attn's
+        test_flash_attn.py uses ``slope * (j - seqlen_k + 1)`` for causal and compares out only)."""
+        if self.alibi_slopes is None:
+            return None
+        sl = self.alibi_array.astype(np.float64)[:, :, None, None]
+        i = np.arange(self.seqlen_q, dtype=np.int64)[rows, None]
+        j = np.arange(self.seqlen_k, dtype=np.int64)[None, :]
+        if self.is_causal:
+            return sl * j.astype(np.float64)[None, None]
+        return -sl * np.abs(i + self.seqlen_k - self.seqlen_q - j).astype(np.float64)[None, None]
 
     # ---- masking ----
     @property
@@ -347,11 +488,12 @@ def _window(value) -> tuple[int, int]:
 
 def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                alibi_slopes=None, deterministic=False, return_attn_probs=False, *,
-               attention_chunk=0) -> AttentionArgs:
+               attention_chunk=0, rng_state=None, generator=None) -> AttentionArgs:
     """Check flash_attn_func's arguments as FA2 does and normalise them into an :class:`AttentionArgs`.
 
-    Bad arguments raise ``ArgumentError`` (``name=<value!r>: why``); arguments FA2 accepts but flashsim does
-    not model (dropout, alibi_slopes) raise ``NotImplementedError`` naming them.
+    Bad arguments raise ``ArgumentError`` (``name=<value!r>: why``). With dropout, ``rng_state=(seed, offset)``
+    fixes the philox state, else ``generator`` (a :class:`PhiloxGenerator`, by default
+    :data:`default_generator`) gives it and advances by ``batch * heads * 32``.
     """
     # the tensors: dtype, rank, then one device and dtype for all three (mha_fwd's order)
     dtype = _dtype_name(q, "q")
@@ -413,26 +555,43 @@ def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_
     if not _is_int(attention_chunk) or not 0 <= int(attention_chunk) <= _INT32_MAX:
         raise bad_argument("attention_chunk", attention_chunk, _CHUNK_WHY)
 
-    # what FA2 has and flashsim does not model
-    if p != 0.0:
-        raise NotImplementedError(f"dropout is not modelled (dropout_p={dropout_p!r}): flashsim simulates "
-                                  f"the forward pass without dropout; pass dropout_p=0.0")
+    if p > 0.0 and cap > 0.0:
+        raise bad_argument("dropout_p", dropout_p, "softcap does not support dropout (flash-attn: \"Softcapping "
+                                                   "does not support dropout for now\")")
+    slopes = None
     if alibi_slopes is not None:
-        raise NotImplementedError("alibi_slopes is not modelled: flashsim simulates attention without "
-                                  "ALiBi biases; pass alibi_slopes=None")
-    # return_attn_probs=True asks for (out, softmax_lse, S_dmask): the LSE is modelled (by the kernels that
-    # write one); S_dmask, the dropout pattern, is returned as None since dropout is refused above
+        slopes = _slopes(alibi_slopes, batch, heads)
+        if _is_torch(alibi_slopes) and _device(alibi_slopes) != _device(q):
+            raise bad_argument("alibi_slopes", _Summary(alibi_slopes), f"must be on the same device as q "
+                                                                       f"({_device(q)})")
+    # the philox state: given, or taken from the generator (which advances) for a call with dropout
+    if rng_state is not None:
+        if not (isinstance(rng_state, (tuple, list)) and _rng_ok(tuple(rng_state))):
+            raise bad_argument("rng_state", rng_state, "expected (seed, offset), ints in [0, 2**64)")
+        if generator is not None:
+            raise bad_argument("generator", generator, "give a generator or rng_state, not both")
+    if generator is not None and not isinstance(generator, PhiloxGenerator):
+        raise bad_argument("generator", generator, "expected a flashsim.attention.PhiloxGenerator or None")
+    state = None
+    if p > 0.0:
+        state = (tuple(int(x) for x in rng_state) if rng_state is not None
+                 else (generator or default_generator).philox_state(batch * heads * 32))
 
     # mha_fwd's window normalisation
     if left >= seqlen_k:
         left = -1
     if right >= seqlen_k:
         right = -1
-    if seqlen_q == 1:  # "causal=true is the same as causal=false in this case" (no alibi here)
+    if seqlen_q == 1 and slopes is None:  # "causal=true is the same as causal=false in this case"
         causal = False
     if causal:
         right = 0
     return AttentionArgs(batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads=heads, heads_k=heads_k,
                          headdim=headdim, dtype=dtype, softmax_scale=float(scale), window_size=(left, right),
                          softcap=cap, deterministic=deterministic, device=_device(q),
-                         attention_chunk=int(attention_chunk), headdim_v=headdim_v)
+                         attention_chunk=int(attention_chunk), headdim_v=headdim_v, dropout_p=p, rng_state=state,
+                         alibi_slopes=slopes, return_softmax=bool(return_attn_probs and p > 0.0))
+
+
+#: the generator a call with dropout uses when given neither ``generator`` nor ``rng_state``
+default_generator = PhiloxGenerator()

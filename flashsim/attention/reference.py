@@ -6,7 +6,11 @@ they become ``softcap * tanh(scores / softcap)`` before masking (``attention_ref
 test_flash_attn.py); causal and local masks are aligned to the bottom-right corner
 (``AttentionArgs.key_bounds``), and so is FlashAttention-3's chunked attention (``attention_chunk``: a row
 attends the keys of its chunk only, FA3's hopper/test_util.py ``construct_chunk_mask``, within the window);
-q head h reads kv head ``h // ngroups``; a row with no key to attend gives
+q head h reads kv head ``h // ngroups``; ALiBi adds ``AttentionArgs.alibi_bias`` to the masked scores
+(test_flash_attn.py's ``attn_bias_from_alibi_slopes``); dropout zeroes the probabilities its keep mask
+(``AttentionArgs.keep_mask``, the kernel's own philox pattern) drops after the row sums are taken and scales
+O by ``1 / (1 - dropout_p)``, as flash-attn's ``attention_ref`` with the kernel's ``dropout_mask``; a row with
+no key to attend gives
 out 0 and LSE +inf (the kernel's early exit and ``normalize_softmax_lse``: ``sum == 0`` gives ``INFINITY``,
 and the split-KV combine maps all -inf partial LSEs to +inf too); ``seqlen_k == 0`` likewise. LSE is the
 natural-log logsumexp of the (softcapped, scaled) scores of a row. Work is vectorised over batch and heads
@@ -55,16 +59,20 @@ def _matmul(a: np.ndarray, b: np.ndarray, acc16: bool) -> np.ndarray:
     return acc
 
 
-def _attention(q, k, v, args: AttentionArgs, ftype, scale, softcap, p_dtype=None, acc16=False):
+def _attention(q, k, v, args: AttentionArgs, ftype, scale, softcap, p_dtype=None, acc16=False, keep_scale=None):
     """The shared body: out (b, sq, h, d) and lse (b, h, sq) in ``ftype``, one softmax over the whole row.
 
     ``p_dtype``: round the unnormalised probabilities to it before P @ V (the row sum uses the unrounded
-    ones), as FA2 converts P to the input type for the second mma and sums in float32.
+    ones), as FA2 converts P to the input type for the second mma and sums in float32. ``keep_scale``: what O is
+    multiplied by with dropout (1 / keep probability).
     """
     b, sq, h, d = args.q_shape
     sk, hk, g, dv = args.seqlen_k, args.heads_k, args.ngroups, args.headdim_v
     out = np.zeros((b, hk, g, sq, dv), ftype)
     lse = np.full((b, hk, g, sq), np.inf, ftype)
+    keep_all = args.keep_mask()  # (b, h, sq, sk) or None
+    if keep_all is not None:
+        keep_all = keep_all.reshape(b, hk, g, sq, sk)
     if sq and sk:
         # (b, s, h, d) -> heads-major; q head hk*g + i reads kv head hk (broadcast over the group axis)
         qh = np.ascontiguousarray(q.astype(ftype).reshape(b, sq, hk, g, d).transpose(0, 2, 3, 1, 4))
@@ -79,13 +87,20 @@ def _attention(q, k, v, args: AttentionArgs, ftype, scale, softcap, p_dtype=None
                     s = softcap * np.tanh(s / softcap)  # before masking, as attention_ref does
                 keep = args.key_mask(rows)  # (rows, sk), bottom-right aligned
                 s = np.where(keep, s, -np.inf)
+                bias = args.alibi_bias(rows)
+                if bias is not None:
+                    s = s + bias.reshape(b, hk, g, *bias.shape[2:]).astype(ftype)
                 empty = ~keep.any(-1)[:, None]  # rows with no key: out 0, lse +inf
                 m = np.where(empty, 0, s.max(-1, keepdims=True))
                 p = np.exp(s - m)
                 l = p.sum(-1, keepdims=True)
                 if p_dtype is not None:
                     p = p.astype(p_dtype).astype(ftype)
+                if keep_all is not None:
+                    p = np.where(keep_all[..., rows, :], p, ftype(0))
                 o = _matmul(p, vh, acc16)
+                if keep_scale is not None:
+                    o = o * keep_scale
                 out[..., rows, :] = np.where(empty, 0, o / np.where(empty, 1, l))
                 lse[..., rows] = np.where(empty, np.inf, m + np.log(l))[..., 0]
     return out.transpose(0, 3, 1, 2, 4).reshape(b, sq, h, dv), lse.reshape(b, h, sq)
@@ -100,7 +115,8 @@ def attention_reference(q, k, v, args: AttentionArgs) -> tuple[np.ndarray, np.nd
     writes lse +inf for a NaN row sum: a twin models that, the reference does not).
     """
     q, k, v = _inputs(q, k, v, args)
-    return _attention(q, k, v, args, np.float64, args.softmax_scale, args.softcap)
+    keep_scale = 1.0 / (1.0 - args.dropout_p) if args.dropout_p > 0 else None
+    return _attention(q, k, v, args, np.float64, args.softmax_scale, args.softcap, keep_scale=keep_scale)
 
 
 def attention_lowp(q, k, v, args: AttentionArgs, *, acc: str = "f32") -> tuple[np.ndarray, np.ndarray]:
@@ -119,8 +135,9 @@ def attention_lowp(q, k, v, args: AttentionArgs, *, acc: str = "f32") -> tuple[n
                                        f"inputs with an f16 accumulator)")
     q, k, v = _inputs(q, k, v, args)
     cap = np.float32(args.softcap) if args.softcap > 0 else 0.0
+    keep_scale = args.params_rp_dropout if args.dropout_p > 0 else None
     out, lse = _attention(q, k, v, args, np.float32, args.softmax_scale_f32, cap, p_dtype=args.np_dtype,
-                          acc16=acc == "f16")
+                          acc16=acc == "f16", keep_scale=keep_scale)
     with np.errstate(over="ignore"):
         return out.astype(args.np_dtype), lse
 

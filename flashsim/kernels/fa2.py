@@ -50,6 +50,7 @@ from flashsim.numerics.cfloat import __logf, exp2f, fmaxf, fmul_rn, tanh_approx,
 from flashsim.numerics.mma import gemm
 from flashsim.swizzle import cute_swizzle
 from flashsim.trace.record import acc_index, active, quad_index
+from flashsim.numerics.philox import keep_tiles
 from flashsim.trace.spec import array_names
 
 
@@ -84,6 +85,15 @@ class Problem:
     fma_rescale: bool = True  # l *= c contracted into the first add (flashsim.kernels.spec.Tiles)
     attention_chunk: int = 0  # C of the kChunked instances (FA3's attention_chunk), 0: off
     headdim_v: int | None = None  # V's and O's head dim when it differs from Q's and K's (fa4h's qk 192 / v 128)
+    # fa2.cu's kExt instances (flashsim.numerics.philox): ALiBi slopes already divided by scale_softmax as the
+    # kernel divides them (f32 bit patterns per (batch, head)), dropout and the returned probabilities
+    alibi: tuple[tuple[int, ...], ...] | None = None
+    dropout: bool = False
+    p_dropout_u8: int = 255
+    rp_dropout: np.float32 = np.float32(1.0)
+    philox_seed: int = 0
+    philox_offset: int = 0
+    return_softmax: bool = False
 
     @property
     def dv(self) -> int:
@@ -145,9 +155,21 @@ def _cdiv_trunc(a, b):
     return np.where(a < 0, -q, q)
 
 
+def alibi_slopes(args) -> tuple[tuple[int, ...], ...] | None:
+    """The ALiBi slope of each (batch, head) as fa2.cu computes it: ``slopes[bidb * stride + head] /
+    scale_softmax``, under --use_fast_math one ``FMUL.FTZ slope, MUFU.RCP(scale_softmax)``; f32 bit patterns."""
+    a = args.alibi_array
+    if a is None:
+        return None
+    rcp = 1.0 / F(np.float32(args.params_scale_softmax).view(np.uint32))
+    bits = (F(a.view(np.uint32)) * rcp).bits
+    return tuple(tuple(int(x) for x in row) for row in bits)
+
+
 def problem(inst, args) -> Problem:
     """The launch of the instance ``inst`` (flashsim.kernels.spec.Instance) on a call (AttentionArgs)."""
     left, right = args.params_window_size
+    seed, offset = args.rng_state or (0, 0)
     return Problem(batch=args.batch, heads=args.heads, heads_k=args.heads_k, seqlen_q=args.seqlen_q,
                    seqlen_k=args.seqlen_k, headdim=inst.headdim, dtype=args.dtype,
                    scale_softmax=np.float32(args.params_scale_softmax),
@@ -156,7 +178,10 @@ def problem(inst, args) -> Problem:
                    is_causal=bool(args.is_causal), is_local=bool(args.is_local), block_m=inst.block_m,
                    block_n=inst.block_n, warps=inst.spec.compute_warps, fma_rescale=inst.fma_rescale,
                    attention_chunk=int(args.attention_chunk),
-                   headdim_v=None if inst.headdim_v == inst.headdim else inst.headdim_v)
+                   headdim_v=None if inst.headdim_v == inst.headdim else inst.headdim_v,
+                   alibi=alibi_slopes(args), dropout=args.dropout_p > 0,
+                   p_dropout_u8=int(args.params_p_dropout_in_uint8_t), rp_dropout=np.float32(args.params_rp_dropout),
+                   philox_seed=int(seed), philox_offset=int(offset), return_softmax=bool(args.return_softmax))
 
 
 def problem_from_args(args, kernel: str = "fa2") -> Problem:
@@ -205,6 +230,7 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
     row_sum = np.zeros((g, bm, 4), np.uint32)
     scale_log2 = pb.scale_softmax_log2
     live = ~empty
+    probs = []  # return_softmax: (CTAs of the batch, n_block, 16-bit P tiles) of every step
     n_block = hi - 1
     cols = np.arange(bn)
     steps = int(np.max(np.where(live, hi - lo, 0), initial=0))
@@ -232,6 +258,14 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
             rec.event("mma_qk", ids, (s, mp["acc_s"]))
         if pb.softcap > 0:
             s = tanh_approx(F(s) * pb.softcap).bits
+        if pb.alibi is not None:  # every step, before the masks: FFMA.FTZ s, float(col), +-slope
+            slope = F(np.asarray(pb.alibi, np.uint32)[bidb[act], head[act]][:, None, None])
+            c = keys[:, None, :]
+            if pb.is_causal:
+                s = (F(s) + F(c.astype(np.float32).view(np.uint32)) * slope).bits
+            else:
+                dist = np.abs(rows[act][:, :, None] + pb.seqlen_k - pb.seqlen_q - c)
+                s = (F(s) - F(dist.astype(np.float32).view(np.uint32)) * slope).bits
         if (masking and (pb.is_causal or pb.local_mask or not pb.even_mn)) or (not masking and pb.local_mask):
             r = rows[act][:, :, None]
             c = keys[:, None, :]
@@ -276,7 +310,15 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
                       (ao.bits, mp["acc_o"]))
         row_max[act] = mx.bits
         row_sum[act] = sm.bits
-        ao = gemm(narrow(quad_merge(p.bits), pb.dtype), vb, ao.bits, atype=mt)
+        p16 = narrow(quad_merge(p.bits), pb.dtype)
+        if pb.dropout or pb.return_softmax:
+            keep = keep_tiles(pb.philox_seed, pb.philox_offset, pb.p_dropout_u8, pb.heads, bidb[act], head[act],
+                              m_block[act] * bm, nb * bn, bm, bn)
+            if pb.return_softmax:  # the dropped ones with the sign bit flipped
+                probs.append((act, nb, np.where(keep, p16, p16 ^ np.uint16(0x8000)).astype(np.uint16)))
+            if pb.dropout:
+                p16 = np.where(keep, p16, np.uint16(0)).astype(np.uint16)
+        ao = gemm(p16, vb, ao.bits, atype=mt)
         if rec is not None:
             rec.event("mma_pv", ids, (ao, mp["acc_o"]))
         acc_o[act] = ao
@@ -289,6 +331,8 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
     sm = sm[..., 0]
     empty_row = (sm == 0.0) | (sm != sm)                                            # FSETP.NE.FTZ: subnormals too
     inv = where(empty_row, 1.0, 1.0 / sm)
+    if pb.dropout:
+        inv = inv * pb.rp_dropout
     lse_v = where(empty_row, np.inf, F(row_max)[..., 0] * pb.scale_softmax + __logf(sm)).bits
     acc_o = (F(acc_o) * inv[..., None]).bits
     if rec is not None:
@@ -301,6 +345,8 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
     # empty CTAs: O = 0, lse = +inf
     out[empty] = 0
     lse_v[empty] = POS_INF
+    if pb.return_softmax:
+        return out, lse_v, probs
     return out, lse_v
 
 
@@ -310,9 +356,17 @@ def cta_batch(pb: Problem, inputs: dict, idx: np.ndarray, hook=None, rec=None):
     return _ctas(pb, inputs["q"], inputs["k"], inputs["v"], idx, rec, hook)
 
 
-def _store(pb: Problem, o: np.ndarray, lse: np.ndarray, idx: np.ndarray, result) -> None:
-    """Write a batch's O tiles and LSE rows into ``o`` and ``lse`` (the rows below seqlen_q)."""
-    out, lse_v = result
+def _store(pb: Problem, o: np.ndarray, lse: np.ndarray, idx: np.ndarray, result, s_dmask=None) -> None:
+    """Write a batch's O tiles and LSE rows into ``o`` and ``lse`` (the rows below seqlen_q), and with
+    return_softmax its P tiles into ``s_dmask`` (every row of the tile: S_dmask has seqlen_q rounded up to 128)."""
+    out, lse_v = result[:2]
+    if s_dmask is not None:
+        for act, nb, tile in result[2]:
+            i = idx[act]
+            mb, hd, bb = i % pb.m_blocks, (i // pb.m_blocks) % pb.heads, i // (pb.m_blocks * pb.heads)
+            r = mb[:, None] * pb.block_m + np.arange(pb.block_m)[None, :]
+            c = nb[:, None] * pb.block_n + np.arange(pb.block_n)[None, :]
+            s_dmask[bb[:, None, None], hd[:, None, None], r[:, :, None], c[:, None, :]] = tile
     m_block = idx % pb.m_blocks
     head = (idx // pb.m_blocks) % pb.heads
     bidb = idx // (pb.m_blocks * pb.heads)
@@ -324,7 +378,8 @@ def _store(pb: Problem, o: np.ndarray, lse: np.ndarray, idx: np.ndarray, result)
 
 def forward(pb: Problem, q, k, v, *, batch: int | None = None, threads: int | None = None, progress=None,
             rec=None, cluster=None):
-    """O (uint16, q's shape) and LSE (uint32 f32 patterns, (batch, heads, seqlen_q)) for q (batch, seqlen_q,
+    """O (uint16, q's shape) and LSE (uint32 f32 patterns, (batch, heads, seqlen_q)), and with return_softmax
+    S_dmask (uint16), for q (batch, seqlen_q,
     heads, headdim) and k, v (batch, seqlen_k, heads_k, headdim) as 16-bit patterns, headdim == the
     instance's kHeadDim (zero-padded). The CTAs run in batches on ``threads`` threads, or on the workers of
     ``cluster`` (or of an enclosing ``with flashsim.cluster.Cluster(...)``): the same bits either way."""
@@ -333,13 +388,18 @@ def forward(pb: Problem, q, k, v, *, batch: int | None = None, threads: int | No
             raise bad_argument(name, getattr(x, "shape", x), f"expected uint16 patterns (batch, seqlen, heads, {d})")
     o = np.zeros((*q.shape[:-1], pb.dv), np.uint16)
     lse = np.zeros((pb.batch, pb.heads, pb.seqlen_q), np.uint32)
+    # return_softmax: S_dmask (batch, heads, seqlen_q and seqlen_k rounded up to 128); tiles no CTA visits
+    # stay 0 (flash-attn leaves them as torch.empty left them)
+    s_dmask = (np.zeros((pb.batch, pb.heads, -(-pb.seqlen_q // 128) * 128, -(-pb.seqlen_k // 128) * 128), np.uint16)
+               if pb.return_softmax else None)
     n_ctas = pb.m_blocks * pb.heads * pb.batch
     # about 8 KV steps of kBlockM x kBlockN scores per CTA in flight: keep a batch near 64 CTAs
     job = CtaJob(cta_batch if rec is None else functools.partial(cta_batch, rec=rec), pb,
-                 {"q": q, "k": k, "v": v}, lambda idx, res: _store(pb, o, lse, idx, res), n_ctas, batch or 64,
+                 {"q": q, "k": k, "v": v}, lambda idx, res: _store(pb, o, lse, idx, res, s_dmask), n_ctas,
+                 batch or 64,
                  local_only=None if rec is None else "a trace recorder sees the CTAs in order, one batch at a time")
     run_job(job, threads=threads, progress=progress, cluster=cluster)
-    return o, lse
+    return (o, lse) if s_dmask is None else (o, lse, s_dmask)
 
 
 def check(q, k, v, softmax_scale=None, kernel: str = "fa2", **kw):
@@ -370,7 +430,8 @@ def pad_inputs(args, q, k, v, kernel: str = "fa2"):
 def run(q, k, v, softmax_scale=None, *, kernel: str = "fa2", threads: int | None = None, progress=None, rec=None,
         workers: int | None = None, scheduler: str | None = None, client=None, **kw):
     """The twin of ``kernel`` (fa2 or another configuration of it) with flash_attn_func's conventions:
-    returns (out with q's dtype and shape, lse float32).
+    returns (out with q's dtype and shape, lse float32), and with dropout and ``return_attn_probs`` the
+    probabilities S_dmask (q's dtype, (batch, heads, seqlen_q and seqlen_k rounded up to 128)) third.
 
     Where the CTAs run: ``threads`` threads of this process (default: the cores); ``workers=N`` a local Dask
     cluster of N processes started for this call, ``scheduler='tcp://host:port'`` or ``client=`` an existing
@@ -379,12 +440,14 @@ def run(q, k, v, softmax_scale=None, *, kernel: str = "fa2", threads: int | None
 
     args = check(q, k, v, softmax_scale, kernel, **kw)
     if args.seqlen_k == 0:  # mha_fwd: no launch; out 0, lse +inf
-        return np.zeros(args.out_shape, args.np_dtype), np.full(args.lse_shape, np.inf, np.float32)
+        res = np.zeros(args.out_shape, args.np_dtype), np.full(args.lse_shape, np.inf, np.float32)
+        return res + (np.zeros(args.s_dmask_shape, args.np_dtype),) if args.return_softmax else res
     pb = problem_from_args(args, kernel)
     qp, kp, vp = pad_inputs(args, q, k, v, kernel)
     with using(workers=workers, scheduler=scheduler, client=client) as cl:
-        o, lse = forward(pb, qp, kp, vp, threads=threads, progress=progress, rec=rec, cluster=cl)
-    return np.ascontiguousarray(o[..., :args.headdim_v]).view(args.np_dtype), lse.view(np.float32)
+        res = forward(pb, qp, kp, vp, threads=threads, progress=progress, rec=rec, cluster=cl)
+    out = (np.ascontiguousarray(res[0][..., :args.headdim_v]).view(args.np_dtype), res[1].view(np.float32))
+    return out + (res[2].view(args.np_dtype),) if args.return_softmax else out
 
 
 # ---------------------------------------------------------------------------------------------- the kernel
@@ -403,9 +466,21 @@ def launch_args(inst, args, q, k, v, xp):
               np.int32(pb.is_causal), np.int32(pb.is_local))
     if "chunk" in inst.spec.features:  # the kChunked entry points take attention_chunk last
         params += (np.int32(pb.attention_chunk),)
+    d_p = None
+    if inst.uses_ext(args):  # the kExt entry points (fa2.cu's header)
+        slopes = args.alibi_array
+        d_slopes = xp.asarray(np.ascontiguousarray(slopes)) if slopes is not None else None
+        d_p = xp.zeros(args.s_dmask_shape, np.uint16) if args.return_softmax else None
+        params += (d_slopes if d_slopes is not None else np.uint64(0), np.int32(args.heads),
+                   np.int32(pb.dropout), np.uint32(pb.p_dropout_u8), np.float32(pb.rp_dropout),
+                   np.uint64(pb.philox_seed), np.uint64(pb.philox_offset),
+                   d_p if d_p is not None else np.uint64(0), np.int32(args.seqlen_q_rounded),
+                   np.int32(args.seqlen_k_rounded))
 
     def fetch():
         out = np.ascontiguousarray(xp.asnumpy(d_o)[..., :args.headdim]).view(args.np_dtype)
+        if d_p is not None:
+            return out, xp.asnumpy(d_lse), xp.asnumpy(d_p).view(args.np_dtype)
         return out, xp.asnumpy(d_lse)
 
     return params, fetch, None

@@ -99,7 +99,7 @@ def prepare(kernel: str, q, k, v, softmax_scale=None, *, trace: bool = False, ba
         raise bad_argument("k.shape", k.shape, "seqlen_k == 0: flash_attn_func launches no kernel (out 0, lse +inf)")
     inst = spec.instance_for(args)
     xp, get_kernel = _backend(backend)
-    func = get_kernel(spec.source, inst.function(args.dtype), options=spec.build_options(trace), arch=spec.arch)
+    func = get_kernel(spec.source, inst.function(args.dtype, args), options=spec.build_options(trace), arch=spec.arch)
     smem = inst.smem_bytes
     if smem > _DEFAULT_SMEM:
         func.max_dynamic_shared_size_bytes = smem

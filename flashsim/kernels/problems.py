@@ -12,7 +12,11 @@ shrinks); the values each parameter takes are the kernel's ``Domain`` (flashsim.
 - ``subnormal``: q, k, v scaled into the 16-bit format's subnormal range;
 - ``nan_inf``: one NaN in q, one +Inf in k and one -Inf in v (propagation as the hardware does it).
 Fully masked rows come from the masks: causal with seqlen_q > seqlen_k, local windows, and chunks (a kernel
-with chunked attention also draws ``attention_chunk``, from its Domain).
+with chunked attention also draws ``attention_chunk``, from its Domain). A kernel with dropout draws
+``dropout_p`` (not with softcap) and ``return_attn_probs``, its philox state following from the seed; one with
+ALiBi draws slopes per head or per (batch, head) (uniform in [0, 0.3) as flash-attn's tests draw them).
+``draw_params(..., force={name: options})`` draws a parameter from other options (a feature's validation
+forces it on).
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ KINDS = ("normal", "large", "identical", "subnormal", "nan_inf")
 MASKS = ("none", "none", "causal", "local")
 #: the softcaps a kernel that models softcap is drawn with (0: off)
 SOFTCAPS = (0.0, 0.0, 0.0, 5.0, 30.0)
+#: the dropout probabilities, return_attn_probs and ALiBi slopes' shapes of a kernel that models them
+DROPOUTS = (0.0, 0.0, 0.17, 0.5)
+ALIBIS = ("none", "none", "heads", "batch")
 _NP = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 # scale that puts N(0, 1) entries into the subnormal range of each format (f16 below 2^-14, bf16 below 2^-126)
 _SUBNORMAL = {"float16": 2.0**-17, "bfloat16": 2.0**-129}
@@ -52,8 +59,11 @@ def _draw(pick: Pick, name: str, options: tuple):
     return options[0] if len(options) == 1 else pick(name, options)
 
 
-def draw_params(pick: Pick, kernel: str) -> dict:
-    """One problem's parameters (plain ints, floats, strings and tuples) in ``kernel``'s domain."""
+def draw_params(pick: Pick, kernel: str, force: dict | None = None) -> dict:
+    """One problem's parameters (plain ints, floats, strings and tuples) in ``kernel``'s domain; ``force`` maps a
+    parameter's name to the options it is drawn from instead."""
+    if force:
+        pick = _forced(pick, force)
     spec = get(kernel)
     dom = spec.domain
     p: dict = {"kernel": kernel, "seed": pick("seed", range(2**16)), "kind": pick("kind", KINDS)}
@@ -82,7 +92,18 @@ def draw_params(pick: Pick, kernel: str) -> dict:
     p["softmax_scale"] = pick("softmax_scale", (None, None, 0.05, 0.3))
     if "chunk" in spec.features:  # drawn last: the other kernels' draws stay as they were
         p["attention_chunk"] = _draw(pick, "attention_chunk", dom.attention_chunk)
+    if "dropout" in spec.features:
+        p["dropout_p"] = 0.0 if p["softcap"] else pick("dropout_p", DROPOUTS)
+        p["return_attn_probs"] = bool(p["dropout_p"]) and pick("return_attn_probs", (False, True))
+    if "alibi" in spec.features:
+        p["alibi"] = pick("alibi", ALIBIS)
     return p
+
+
+def _forced(pick: Pick, force: dict) -> Pick:
+    def forced(name, options):
+        return pick(name, force[name]) if name in force else pick(name, options)
+    return forced
 
 
 @dataclass
@@ -98,7 +119,10 @@ class Case:
         mask = "causal" if p["causal"] else (f"local{p['window_size']}" if p["window_size"] != (-1, -1) else "")
         extra = " ".join(x for x in (mask, f"softcap={p['softcap']}" if p["softcap"] else "",
                                      f"scale={p['softmax_scale']}" if p["softmax_scale"] is not None else "",
-                                     f"chunk={p['attention_chunk']}" if p.get("attention_chunk") else "") if x)
+                                     f"chunk={p['attention_chunk']}" if p.get("attention_chunk") else "",
+                                     f"dropout={p['dropout_p']}" if p.get("dropout_p") else "",
+                                     "probs" if p.get("return_attn_probs") else "",
+                                     f"alibi={p['alibi']}" if p.get("alibi", "none") != "none" else "") if x)
         return (f"{p['kernel']} {p['dtype']} b={p['batch']} h={p['heads']}/{p['heads_k']} sq={p['seqlen_q']} "
                 f"sk={p['seqlen_k']} d={p['headdim']} {p['kind']} seed={p['seed']} {extra}").rstrip()
 
@@ -132,9 +156,23 @@ def make_case(params: dict) -> Case:
     return Case(params, q, k, v, call_kwargs(params))
 
 
+def alibi_slopes(p: dict) -> np.ndarray | None:
+    """The ALiBi slopes of a problem: float32 (heads,) or (batch, heads), uniform in [0, 0.3), from a stream of
+    their own (the inputs' stream stays as it was)."""
+    shape = {"none": None, "heads": (p["heads"],), "batch": (p["batch"], p["heads"])}[p.get("alibi", "none")]
+    if shape is None:
+        return None
+    return (np.random.default_rng([p["seed"], 19]).random(shape) * 0.3).astype(np.float32)
+
+
+def rng_state(p: dict) -> tuple[int, int]:
+    """The philox (seed, offset) of a problem with dropout: from its seed, offsets multiples of 4."""
+    return (p["seed"] * 0x9E3779B97F4A7C15 % 2**64, 4 * p["seed"] * 1009)
+
+
 def call_kwargs(p: dict) -> dict:
-    """flash_attn_func's keyword arguments of a problem's parameters: the scale, and of the masks, softcap and
-    chunk those the kernel models (its spec's features)."""
+    """flash_attn_func's keyword arguments of a problem's parameters: the scale, and of the masks, softcap,
+    chunk, dropout and ALiBi those the kernel models (its spec's features)."""
     kwargs = {"softmax_scale": p["softmax_scale"]}
     features = get(p["kernel"]).features
     if "masks" in features:
@@ -143,11 +181,16 @@ def call_kwargs(p: dict) -> dict:
         kwargs["softcap"] = p["softcap"]
     if "chunk" in features:
         kwargs["attention_chunk"] = p.get("attention_chunk", 0)
+    if p.get("dropout_p"):
+        kwargs.update(dropout_p=p["dropout_p"], rng_state=rng_state(p),
+                      return_attn_probs=bool(p.get("return_attn_probs")))
+    if p.get("alibi", "none") != "none":
+        kwargs["alibi_slopes"] = alibi_slopes(p)
     return kwargs
 
 
-def random_case(rng: np.random.Generator, kernel: str) -> Case:
-    return make_case(draw_params(rng_pick(rng), kernel))
+def random_case(rng: np.random.Generator, kernel: str, force: dict | None = None) -> Case:
+    return make_case(draw_params(rng_pick(rng), kernel, force))
 
 
 def inputs_digest(case: Case) -> str:

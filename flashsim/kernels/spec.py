@@ -36,7 +36,7 @@ from flashsim.errors import bad_argument
 from flashsim.trace import spec as trace_spec
 from flashsim.trace.record import WARPS as TRACE_WARPS  # the recorder's register maps are built for 4 warps
 
-__all__ = ["DTYPE_SUFFIX", "FEATURES", "SMEM_LIMIT", "SPECS", "Domain", "Instance", "KernelSpec", "SmemBuffer",
+__all__ = ["DTYPE_SUFFIX", "EXT_FEATURES", "FEATURES", "SMEM_LIMIT", "SPECS", "Domain", "Instance", "KernelSpec", "SmemBuffer",
            "Tiles", "fa2_smem_layout", "get", "register"]
 
 #: the element types a kernel may take, and the suffix its entry points give them
@@ -49,7 +49,11 @@ FEATURES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "gqa": ("GQA/MQA", lambda a: a.heads != a.heads_k),
     "chunk": ("chunked attention (attention_chunk)", lambda a: a.attention_chunk > 0),
     "hdim_v": ("a V head dim other than Q's", lambda a: a.headdim_v != a.headdim),
+    "dropout": ("dropout", lambda a: a.dropout_p > 0),
+    "alibi": ("ALiBi (alibi_slopes)", lambda a: a.alibi_slopes is not None),
 }
+#: the features a kernel runs on the second build of its instances (``KernelSpec.ext_entry``)
+EXT_FEATURES = frozenset({"dropout", "alibi"})
 #: sm_90: the most shared memory one CTA may have (227 KiB, after opting in above the 48 KiB default)
 SMEM_LIMIT = 227 * 1024
 #: a persistent kernel's CTAs: the SMs of an H100 SXM (and H200); the bits do not depend on it
@@ -147,7 +151,10 @@ class KernelSpec:
     - ``row_warps``: the warps that own query rows (16 each per m-tile), when not every warp does (a
       warp-specialised kernel's producer warps own none);
     - ``persistent``: the grid is one CTA per SM (:data:`PERSISTENT_CTAS`, or one per work tile when there are
-      fewer), each walking work tiles of (m_block, head, batch) as its kernel's header says.
+      fewer), each walking work tiles of (m_block, head, batch) as its kernel's header says;
+    - ``ext_entry``: for a kernel with features of :data:`EXT_FEATURES` (dropout, ALiBi), the entry point format
+      of the instances' second build, which takes them as launch parameters (fa2.cu's kExt); a call asking
+      for one of them runs it, every other call the plain entry point.
     """
 
     name: str
@@ -172,6 +179,7 @@ class KernelSpec:
     arch: str = "sm_90"
     row_warps: int | None = None
     persistent: bool = False
+    ext_entry: str | None = None
 
     def __post_init__(self) -> None:
         from flashsim.kernels.sources import check_options
@@ -199,6 +207,9 @@ class KernelSpec:
         unknown = set(self.features) - set(FEATURES)
         if not isinstance(self.features, frozenset) or unknown:
             fail("features", self.features, f"expected a frozenset of {tuple(FEATURES)}")
+        if (self.ext_entry is not None) != bool(EXT_FEATURES & set(self.features)):
+            fail("ext_entry", self.ext_entry, f"an entry point of the second build exactly when the kernel models "
+                                              f"one of {sorted(EXT_FEATURES)}")
         if self.acc not in ACCUMULATORS:
             fail("acc", self.acc, f"expected one of {ACCUMULATORS}")
         check_options(self.options)
@@ -243,25 +254,30 @@ class KernelSpec:
                                                          "slices of P V)")
 
     def _check_entry(self) -> None:
+        for name, entry in (("ext_entry", self.ext_entry), ("entry", self.entry)):
+            if entry is not None:
+                self._check_entry_format(name, entry)
+
+    def _check_entry_format(self, what: str, entry: str) -> None:
         try:
-            fields = {f for _, f, _, _ in string.Formatter().parse(self.entry) if f is not None}
+            fields = {f for _, f, _, _ in string.Formatter().parse(entry) if f is not None}
         except (ValueError, TypeError):
             fields = None
-        if not isinstance(self.entry, str) or fields is None or fields - _ENTRY_FIELDS:
-            raise bad_argument("entry", self.entry, f"kernel {self.name!r}: expected a format of {{hdim}} and "
-                                                    "{dtype}, e.g. 'fa2_hdim{hdim}_{dtype}'")
+        if not isinstance(entry, str) or fields is None or fields - _ENTRY_FIELDS:
+            raise bad_argument(what, entry, f"kernel {self.name!r}: expected a format of {{hdim}} and "
+                                            "{dtype}, e.g. 'fa2_hdim{hdim}_{dtype}'")
         if len(self.tiles) > 1 and "hdim" not in fields:
-            raise bad_argument("entry", self.entry, f"kernel {self.name!r} has {len(self.tiles)} instances: "
+            raise bad_argument(what, entry, f"kernel {self.name!r} has {len(self.tiles)} instances: "
                                                     "the entry point must name {hdim}")
         if self.tiles[0].headdim is None and "hdim" in fields:
-            raise bad_argument("entry", self.entry, f"kernel {self.name!r} takes the head dim as a parameter: "
+            raise bad_argument(what, entry, f"kernel {self.name!r} takes the head dim as a parameter: "
                                                     "its entry point cannot name {hdim}")
         if len(self.dtypes) > 1 and "dtype" not in fields:
-            raise bad_argument("entry", self.entry, f"kernel {self.name!r} has {len(self.dtypes)} element "
+            raise bad_argument(what, entry, f"kernel {self.name!r} has {len(self.dtypes)} element "
                                                     "types: the entry point must name {dtype}")
-        names = self.function_names
+        names = [entry.format(hdim=t.headdim, dtype=DTYPE_SUFFIX[d]) for t in self.tiles for d in self.dtypes]
         if any(not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n) for n in names):
-            raise bad_argument("entry", self.entry, f"kernel {self.name!r}: entry points {names} are not C names")
+            raise bad_argument(what, entry, f"kernel {self.name!r}: entry points {names} are not C names")
 
     def _check_domain(self) -> None:
         d = self.domain
@@ -364,9 +380,11 @@ class KernelSpec:
 
     @property
     def function_names(self) -> list[str]:
-        """Every ``extern "C"`` entry point of the kernel (instances by head dim, then element types)."""
+        """Every ``extern "C"`` entry point of the kernel (instances by head dim, then element types; then those
+        of ``ext_entry``)."""
         tiles = sorted(self.tiles, key=lambda t: t.headdim or 0)
-        return [self.entry.format(hdim=t.headdim, dtype=DTYPE_SUFFIX[d]) for t in tiles for d in self.dtypes]
+        entries = (self.entry,) + ((self.ext_entry,) if self.ext_entry else ())
+        return [e.format(hdim=t.headdim, dtype=DTYPE_SUFFIX[d]) for e in entries for t in tiles for d in self.dtypes]
 
     def build_options(self, trace: bool = False) -> tuple[str, ...]:
         """NVRTC options of the kernel's build; ``trace`` adds -DFS_TRACE_BUILD (gpu/kernels/trace.cuh)."""
@@ -400,9 +418,15 @@ class Instance:
         """m-tiles of 16 rows per warp."""
         return self.block_m // self.rows_per_m
 
-    def function(self, dtype: str) -> str:
-        """The entry point of this instance for element type ``dtype``."""
-        return self.spec.entry.format(hdim=self.headdim, dtype=DTYPE_SUFFIX[dtype])
+    def uses_ext(self, args) -> bool:
+        """Whether a call (AttentionArgs) runs the ``ext_entry`` build: it asks for dropout or ALiBi."""
+        return self.spec.ext_entry is not None and any(FEATURES[f][1](args) for f in EXT_FEATURES)
+
+    def function(self, dtype: str, args=None) -> str:
+        """The entry point of this instance for element type ``dtype`` (for the call ``args``: the ext build
+        when it asks for one of EXT_FEATURES)."""
+        entry = self.spec.ext_entry if args is not None and self.uses_ext(args) else self.spec.entry
+        return entry.format(hdim=self.headdim, dtype=DTYPE_SUFFIX[dtype])
 
     @cached_property
     def smem_buffers(self) -> tuple[SmemBuffer, ...]:
@@ -557,10 +581,16 @@ _FA2_DOMAIN = Domain(heads=(1, 2), group=(1, 2, 3), seqlen_q=(1, 7, 64, 100, 128
 _FA2 = dict(source="fa2.cu", twin="flashsim.kernels.fa2", smem=_fa2_smem, domain=_FA2_DOMAIN, pad_headdim=True,
             features=frozenset({"masks", "softcap", "gqa"}), writes_lse=True, options=("--use_fast_math",))
 
+# head dims above 128: flash-attn's sm80 traits on sm90 (64 x 64, 4 warps at 192 with dropout and at 256);
+# the ext build (fa2.cu's kExt) runs dropout and ALiBi
 register(KernelSpec(
-    name="fa2", entry="fa2_hdim{hdim}_{dtype}", tiles=(Tiles(64, 128, 64), Tiles(128, 128, 32)), **_FA2,
-    doc="seed 000: the FlashAttention-2 forward (flash_fwd_kernel.h written out without CuTe) with its sm_90 "
-        "tiles: causal/local masks, softcap, GQA/MQA, fp16/bf16, head dims up to 128, LSE"))
+    name="fa2", entry="fa2_hdim{hdim}_{dtype}", ext_entry="fa2_ext_hdim{hdim}_{dtype}",
+    tiles=(Tiles(64, 128, 64), Tiles(128, 128, 32), Tiles(192, 64, 64), Tiles(256, 64, 64)),
+    **{**_FA2, "features": _FA2["features"] | EXT_FEATURES,
+       "domain": replace(_FA2_DOMAIN, headdim=_FA2_DOMAIN.headdim + (136, 160, 192, 224, 256))},
+    doc="seed 000: the FlashAttention-2 forward (flash_fwd_kernel.h written out without CuTe) with the tiles "
+        "flash-attn's traits pick on sm_90 with dropout: causal/local masks, softcap, GQA/MQA, dropout (with the "
+        "probabilities), ALiBi, fp16/bf16, head dims up to 256, LSE"))
 register(KernelSpec(
     name="kernel1", source="kernel1.cu", entry="kernel1_{dtype}", twin="flashsim.kernels.kernel1",
     tiles=(Tiles(128, 64, 64),), smem=_row_major_smem,

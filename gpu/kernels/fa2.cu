@@ -55,6 +55,22 @@
 // non-causal call attends the whole chunk, later keys of it included). Here causal/local keep FA2's meaning
 // and the chunk intersects them; FA2_LOCAL_MASK (is_local || C > 0) plays FA2's is_local in the step logic.
 //
+// Dropout, ALiBi and the returned probabilities (the kExt instances, "fa2_ext_*": the same kernel with the
+// parameters after attention_chunk below; flashsim.numerics.philox lists the flash-attn lines of each fact).
+// flash-attn makes them template flags (Is_dropout, Has_alibi, Return_softmax); here they are launch
+// parameters of one more build per instance, so the plain instances keep their code.
+//   ALiBi (mask.h:143-186, flash_fwd_kernel.h:294): slope = alibi_slopes[bidb * batch_stride + head] /
+//     scale_softmax, added to the (softcapped) scores of every KV step before the masks: with causal
+//     S += slope * col, else S -= slope * |row + seqlen_k - seqlen_q - col|.
+//   Dropout (dropout.h, flash_fwd_kernel.h:354-368): after P is converted to 16 bits, one Philox4x32-10 call
+//     per m-tile and 32 keys with subsequence (row / 16) | (col / 32) << 32 and offset philox_offset +
+//     (bidb * heads + head) * 32 + lane; byte 4 (n % 4) + e of its 16 decides element e of n-tile n (kept
+//     when <= p_dropout_u8, the set.le.u32.f16x2 compare of flash-attn); a dropped P becomes 0 for P V, the
+//     row sums keep it, and O is scaled by inv_sum * rp_dropout at the end (softmax.h:181).
+//   Returned probabilities (flash_fwd_kernel.h:357-365): the 16-bit P of every KV step the CTA visits, with
+//     the dropped ones' sign bit flipped, into s_dmask (batch, heads, seqlen_q_rounded, seqlen_k_rounded) at
+//     the lane's accumulator positions.
+//
 // Built with --use_fast_math (FA2's flags): exp2f is ex2.approx.ftz.f32, __logf is lg2.approx.ftz.f32 *
 // ln 2, 1.f / l is MUFU.RCP, all f32 arithmetic .FTZ. The twin is flashsim/kernels/fa2.py.
 
@@ -76,7 +92,41 @@ struct Params {
     int window_left, window_right;                     // -1: unbounded (causal is (-1, 0))
     int is_causal, is_local;
     int attention_chunk;                               // kChunked instances only: C > 0, or 0 (off)
+    // kExt instances only (see the header)
+    const float* __restrict__ alibi_slopes;            // nullptr: no ALiBi
+    int alibi_batch_stride;
+    int is_dropout;
+    unsigned p_dropout_u8;                             // keep when the random byte is <= this
+    float rp_dropout;
+    unsigned long long philox_seed, philox_offset;
+    unsigned short* __restrict__ s_dmask;              // nullptr: no probabilities returned
+    int seqlen_q_rounded, seqlen_k_rounded;
 };
+
+// Philox4x32-10 of counter (offset, subsequence) under key seed (flashsim.numerics.philox).
+__device__ __forceinline__ uint4 philox(unsigned long long seed, unsigned long long sub, unsigned long long off) {
+    unsigned c0 = unsigned(off), c1 = unsigned(off >> 32), c2 = unsigned(sub), c3 = unsigned(sub >> 32);
+    unsigned k0 = unsigned(seed), k1 = unsigned(seed >> 32);
+#pragma unroll
+    for (int r = 0; r < 10; ++r) {
+        const unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
+        const unsigned n0 = unsigned(p1 >> 32) ^ c1 ^ k0, n2 = unsigned(p0 >> 32) ^ c3 ^ k1;
+        c0 = n0; c1 = unsigned(p1); c2 = n2; c3 = unsigned(p0);
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    return make_uint4(c0, c1, c2, c3);
+}
+
+// The keep mask of a pair of 16-bit P values: halves of 0xffff (kept) or 0 from bytes 2 ip and 2 ip + 1 of
+// word w, each zero-extended to 16 bits and compared (<=) with the threshold in both halves (flash-attn's
+// set.le.u32.f16x2: the f16 order of such patterns is their integer order).
+__device__ __forceinline__ unsigned keep_pair(unsigned w, int ip, unsigned threshold2) {
+    const unsigned rnd = __byte_perm(w, 0u, ip ? 0x4342u : 0x4140u);
+    unsigned mask;
+    asm("set.le.u32.f16x2 %0, %1, %2;" : "=r"(mask) : "r"(rnd), "r"(threshold2));
+    return mask;
+}
 
 __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }  // C++ truncation, as cute
 __device__ __forceinline__ int imax(int a, int b) { return a > b ? a : b; }
@@ -110,7 +160,7 @@ __device__ __forceinline__ void copy_tile(unsigned short* s, const unsigned shor
     }
 }
 
-template <int kHeadDim, int kBlockM, int kBlockN, bool kBF16, bool kChunked = false>
+template <int kHeadDim, int kBlockM, int kBlockN, bool kBF16, bool kChunked = false, bool kExt = false>
 __device__ __forceinline__ void forward(const Params& p) {
     static_assert(kBlockM % 64 == 0 && kBlockN % 16 == 0, "4 warps of 16 rows per m-tile; 16-key slices");
     constexpr int kMT = kBlockM / 64;     // m-tiles per warp (warp w: rows 16 w + 64 m + 0..15)
@@ -188,6 +238,10 @@ __device__ __forceinline__ void forward(const Params& p) {
     const int n_masking_steps = (!p.is_causal && !FA2_LOCAL_MASK) ? 1
         : (even_mn ? ceil_div(kBlockM, kBlockN) : ceil_div(kBlockM, kBlockN) + 1);
     const int row_base = m_block * kBlockM + warp * 16 + g;
+    // kExt: the ALiBi slope in the scores' units, and the lane's philox offset
+    const float alibi_slope = (kExt && p.alibi_slopes != nullptr)
+        ? p.alibi_slopes[bidb * p.alibi_batch_stride + head] / p.scale_softmax : 0.0f;
+    const unsigned long long philox_off = kExt ? p.philox_offset + (unsigned long long)((bidb * p.heads + head) * 32 + lane) : 0ull;
 
     for (int step = 0; n_block >= n_block_min; ++step, --n_block) {
         const bool masking = step < n_masking_steps;
@@ -231,6 +285,22 @@ __device__ __forceinline__ void forward(const Params& p) {
                 for (int n = 0; n < kNT; ++n)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) acc_s[m][n][e] = wops::tanh_approx(acc_s[m][n][e] * p.softcap);
+        }
+        if (kExt && p.alibi_slopes != nullptr) {  // every step, before the masks (mask.h applies it first)
+#pragma unroll
+            for (int m = 0; m < kMT; ++m)
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    const int row = row_base + m * 64 + i * 8;
+#pragma unroll
+                    for (int n = 0; n < kNT; ++n)
+#pragma unroll
+                        for (int j = 0; j < 2; ++j) {
+                            const int col = n_block * kBlockN + n * 8 + 2 * t + j;
+                            if (p.is_causal) acc_s[m][n][2 * i + j] += alibi_slope * col;
+                            else acc_s[m][n][2 * i + j] -= alibi_slope * abs(row + p.seqlen_k - p.seqlen_q - col);
+                        }
+                }
         }
         if ((masking && (p.is_causal || FA2_LOCAL_MASK || !even_mn)) || (!masking && FA2_LOCAL_MASK)) {
 #pragma unroll
@@ -319,6 +389,7 @@ __device__ __forceinline__ void forward(const Params& p) {
 
         FS_TRACE(softmax, 4 * kMT + kMT * kNT * 4 + kMT * kDT * 4, FS_PUT(row_max); FS_PUT(row_sum); FS_PUT(acc_s); FS_PUT(acc_o));
 
+        uint4 rnd[kMT];  // kExt with dropout: the philox block of the m-tile's current 32 keys
 #pragma unroll
         for (int ks = 0; ks < kKP; ++ks) {
             unsigned pf[kMT][4];
@@ -328,6 +399,35 @@ __device__ __forceinline__ void forward(const Params& p) {
                 pf[m][1] = wops::cvt_pair<kBF16>(acc_s[m][2 * ks][2], acc_s[m][2 * ks][3]);
                 pf[m][2] = wops::cvt_pair<kBF16>(acc_s[m][2 * ks + 1][0], acc_s[m][2 * ks + 1][1]);
                 pf[m][3] = wops::cvt_pair<kBF16>(acc_s[m][2 * ks + 1][2], acc_s[m][2 * ks + 1][3]);
+            }
+            if (kExt && (p.is_dropout || p.s_dmask != nullptr)) {
+                const unsigned thr2 = p.p_dropout_u8 | (p.p_dropout_u8 << 16);
+#pragma unroll
+                for (int m = 0; m < kMT; ++m) {
+                    if (ks % 2 == 0) {
+                        const unsigned long long row16 = (unsigned long long)((m_block * kBlockM + warp * 16 + m * 64) / 16);
+                        const unsigned long long col32 = (unsigned long long)(n_block * (kBlockN / 32) + ks / 2);
+                        rnd[m] = philox(p.philox_seed, row16 | (col32 << 32), philox_off);
+                    }
+                    // n-tiles 2 ks and 2 ks + 1 use words (2 ks) % 4 and (2 ks + 1) % 4
+                    const unsigned w0 = (ks % 2 == 0) ? rnd[m].x : rnd[m].z, w1 = (ks % 2 == 0) ? rnd[m].y : rnd[m].w;
+                    const unsigned keep[4] = {keep_pair(w0, 0, thr2), keep_pair(w0, 1, thr2), keep_pair(w1, 0, thr2),
+                                              keep_pair(w1, 1, thr2)};
+                    if (p.s_dmask != nullptr) {
+                        const int r = m_block * kBlockM + warp * 16 + m * 64 + g, c = n_block * kBlockN + ks * 16 + 2 * t;
+                        unsigned short* sp = p.s_dmask + ((long long)(bidb * p.heads + head) * p.seqlen_q_rounded + r)
+                                             * p.seqlen_k_rounded + c;
+                        const long long r8 = 8LL * p.seqlen_k_rounded;
+                        *reinterpret_cast<unsigned*>(sp) = pf[m][0] ^ (~keep[0] & 0x80008000u);
+                        *reinterpret_cast<unsigned*>(sp + r8) = pf[m][1] ^ (~keep[1] & 0x80008000u);
+                        *reinterpret_cast<unsigned*>(sp + 8) = pf[m][2] ^ (~keep[2] & 0x80008000u);
+                        *reinterpret_cast<unsigned*>(sp + r8 + 8) = pf[m][3] ^ (~keep[3] & 0x80008000u);
+                    }
+                    if (p.is_dropout) {
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) pf[m][e] &= keep[e];
+                    }
+                }
             }
 #pragma unroll
             for (int n = 0; n < kDT; n += 2) {
@@ -353,7 +453,8 @@ __device__ __forceinline__ void forward(const Params& p) {
             sum = sum + wops::shfl_xor(sum, 2);
             sum = sum + wops::shfl_xor(sum, 1);
             const bool empty = sum == 0.0f || sum != sum;
-            const float inv = empty ? 1.0f : 1.0f / sum;
+            const float inv_sum = empty ? 1.0f : 1.0f / sum;
+            const float inv = (kExt && p.is_dropout) ? inv_sum * p.rp_dropout : inv_sum;
             lse[m][i] = empty ? __int_as_float(0x7f800000) : row_max[m][i] * p.scale_softmax + __logf(sum);
 #pragma unroll
             for (int n = 0; n < kDT; ++n) {
@@ -422,6 +523,14 @@ FA2_KERNEL(fa2_sm8x_hdim128_bf16, 128, 64, 64, true)
 FA2_KERNEL(fa2_sm8x_hdim64_f16, 64, 128, 64, false)
 FA2_KERNEL(fa2_sm8x_hdim64_bf16, 64, 128, 64, true)
 
+// The entry points of the head dims above 128: flash-attn's sm80 traits for sm90 (flash_fwd_launch_template.h
+// at the commit above: run_mha_fwd_hdim192 with dropout, line 288, <192, 64, 64, 4>; run_mha_fwd_hdim256 on a
+// GPU whose SM has less than 4 * 256 * (64 + 2 * 64) bytes of smem, line 318, <256, 64, 64, 4>)
+FA2_KERNEL(fa2_hdim192_f16, 192, 64, 64, false)
+FA2_KERNEL(fa2_hdim192_bf16, 192, 64, 64, true)
+FA2_KERNEL(fa2_hdim256_f16, 256, 64, 64, false)
+FA2_KERNEL(fa2_hdim256_bf16, 256, 64, 64, true)
+
 // The chunked entry points take one more parameter, attention_chunk (after is_local).
 #define FA2_CHUNKED_KERNEL(name, hdim, block_m, block_n, bf16)                                                 \
     extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
@@ -442,3 +551,30 @@ FA2_CHUNKED_KERNEL(fa2_chunked_hdim128_f16, 128, 128, 64, false)
 FA2_CHUNKED_KERNEL(fa2_chunked_hdim128_bf16, 128, 128, 64, true)
 FA2_CHUNKED_KERNEL(fa2_chunked_hdim64_f16, 64, 128, 128, false)
 FA2_CHUNKED_KERNEL(fa2_chunked_hdim64_bf16, 64, 128, 128, true)
+
+// The kExt entry points ("fa2_ext_*", fa2's instances again): attention_chunk is 0; after is_local they take
+// alibi_slopes (nullptr: off), alibi_batch_stride, is_dropout, p_dropout_u8, rp_dropout, philox_seed,
+// philox_offset, s_dmask (nullptr: off), seqlen_q_rounded and seqlen_k_rounded.
+#define FA2_EXT_KERNEL(name, hdim, block_m, block_n, bf16)                                                     \
+    extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
+    name(const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* o,          \
+         float* lse, int seqlen_q, int seqlen_k, int heads, int heads_k, float scale_softmax,                  \
+         float scale_softmax_log2, float softcap, int window_left, int window_right, int is_causal,             \
+         int is_local, const float* alibi_slopes, int alibi_batch_stride, int is_dropout, unsigned p_dropout_u8, \
+         float rp_dropout, unsigned long long philox_seed, unsigned long long philox_offset,                    \
+         unsigned short* s_dmask, int seqlen_q_rounded, int seqlen_k_rounded) {                                 \
+        const fa2::Params p{q, k, v, o, lse, seqlen_q, seqlen_k, heads, heads_k, scale_softmax,                 \
+                            scale_softmax_log2, softcap, window_left, window_right, is_causal, is_local, 0,     \
+                            alibi_slopes, alibi_batch_stride, is_dropout, p_dropout_u8, rp_dropout,             \
+                            philox_seed, philox_offset, s_dmask, seqlen_q_rounded, seqlen_k_rounded};           \
+        fa2::forward<hdim, block_m, block_n, bf16, false, true>(p);                                             \
+    }
+
+FA2_EXT_KERNEL(fa2_ext_hdim64_f16, 64, 128, 64, false)
+FA2_EXT_KERNEL(fa2_ext_hdim64_bf16, 64, 128, 64, true)
+FA2_EXT_KERNEL(fa2_ext_hdim128_f16, 128, 128, 32, false)
+FA2_EXT_KERNEL(fa2_ext_hdim128_bf16, 128, 128, 32, true)
+FA2_EXT_KERNEL(fa2_ext_hdim192_f16, 192, 64, 64, false)
+FA2_EXT_KERNEL(fa2_ext_hdim192_bf16, 192, 64, 64, true)
+FA2_EXT_KERNEL(fa2_ext_hdim256_f16, 256, 64, 64, false)
+FA2_EXT_KERNEL(fa2_ext_hdim256_bf16, 256, 64, 64, true)

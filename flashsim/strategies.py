@@ -133,14 +133,15 @@ def mma_tiles(draw, atype: str = "f16", ctype: str = "f32", k: int = 16, *, spre
     return a, b, c
 
 
-def fa_cases(kernel: str):
+def fa_cases(kernel: str, force: dict | None = None):
     """Random FlashAttention problems in ``kernel``'s domain (``flashsim.kernels.problems``): every parameter
-    is drawn by hypothesis, so a failing problem shrinks toward small shapes, no masks and normal values."""
+    is drawn by hypothesis, so a failing problem shrinks toward small shapes, no masks and normal values.
+    ``force`` maps a parameter to the options it is drawn from instead (a feature forced on)."""
     from flashsim.kernels.problems import draw_params, make_case
 
     @st.composite
     def _case(draw):
-        return make_case(draw_params(lambda name, options: draw(st.sampled_from(list(options))), kernel))
+        return make_case(draw_params(lambda name, options: draw(st.sampled_from(list(options))), kernel, force))
 
     return _case()
 

@@ -75,7 +75,7 @@ def test_argument_errors_do_not_import_cupy(monkeypatch):
 @pytest.mark.parametrize(("kernel", "q", "k", "match"), [
     ("kernel1", _zeros(d=64), _zeros(d=64), r"headdim 128 only"),
     ("kernel1", _zeros(seqlen=64, d=128), _zeros(seqlen=128, d=128), r"seqlen_q == seqlen_k"),
-    ("fa2", _zeros(d=160), _zeros(d=160), r"head dims up to 128"),
+    ("fa2_sm8x", _zeros(d=160), _zeros(d=160), r"head dims up to 128"),
     ("fa2", _zeros(heads=3), _zeros(heads=2), r"\(2\) must divide number of heads in query \(3\)"),
 ])
 def test_kernel1_and_fa2_preconditions(kernel, q, k, match, monkeypatch):

@@ -24,7 +24,7 @@ CASES = [
 def _params(over: dict) -> dict:
     rng = np.random.default_rng(0)
     p = problems.draw_params(problems.rng_pick(rng), over["kernel"])
-    p.update(batch=1, seed=7, softmax_scale=None)
+    p.update(batch=1, seed=7, softmax_scale=None, dropout_p=0.0, return_attn_probs=False, alibi="none")
     if p["kernel"] != "fa2":
         p["heads"] = p["heads_k"] = 1
     else:

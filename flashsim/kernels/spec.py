@@ -585,7 +585,8 @@ _FA2 = dict(source="fa2.cu", twin="flashsim.kernels.fa2", smem=_fa2_smem, domain
 # the ext build (fa2.cu's kExt) runs dropout and ALiBi
 register(KernelSpec(
     name="fa2", entry="fa2_hdim{hdim}_{dtype}", ext_entry="fa2_ext_hdim{hdim}_{dtype}",
-    tiles=(Tiles(64, 128, 64), Tiles(128, 128, 32), Tiles(192, 64, 64), Tiles(256, 64, 64)),
+    tiles=(Tiles(64, 128, 64), Tiles(128, 128, 32), Tiles(192, 64, 64, fma_rescale=False),
+           Tiles(256, 64, 64, fma_rescale=False)),
     **{**_FA2, "features": _FA2["features"] | EXT_FEATURES,
        "domain": replace(_FA2_DOMAIN, headdim=_FA2_DOMAIN.headdim + (136, 160, 192, 224, 256))},
     doc="seed 000: the FlashAttention-2 forward (flash_fwd_kernel.h written out without CuTe) with the tiles "

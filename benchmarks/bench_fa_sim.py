@@ -2,11 +2,14 @@
 
     python benchmarks/bench_fa_sim.py speed  [--seqlens 1024 4096] [--threads N]
     python benchmarks/bench_fa_sim.py memory [--batch 4 --heads 16 --seqlen 4096]
+    python benchmarks/bench_fa_sim.py features [--seqlen 4096] [--dropout 0.1] [--threads N] [--repeat 2]
 
 speed: batch 1, 1 head, headdim 128, bf16, no mask; wall time of ``flashsim.kernels.fa2.run`` next to a
 float32 numpy attention of the same shape (softmax(q k^T scale) v with numpy matmuls) in the same run.
 memory: the same kernel on a large grid, streamed in CTA batches; reports wall time and the peak
 resident set size of the process (``ru_maxrss``), inputs and outputs included.
+features: batch 1, 1 head, bf16, no mask: the twin at head dim 256 with dropout (64 x 64 tiles, fa2.cu's
+kExt build) against head dim 128 with and without dropout (128 x 32), in one run; best of ``--repeat``.
 """
 
 from __future__ import annotations
@@ -71,6 +74,27 @@ def memory(a):
           f"(inputs {inputs:.2f} GiB, output {q.nbytes / 2**30:.2f} GiB)")
 
 
+def features(a):
+    rng = np.random.default_rng(0)
+    warm = [rng.standard_normal((1, 128, 1, 256)).astype(ml_dtypes.bfloat16) for _ in range(3)]
+    fa2.run(*warm, threads=a.threads, dropout_p=a.dropout, rng_state=(1, 0))  # numba compilation, tables
+    times = {}
+    for d, p in ((128, 0.0), (128, a.dropout), (256, a.dropout)):
+        q, k, v = (rng.standard_normal((1, a.seqlen, 1, d)).astype(ml_dtypes.bfloat16) for _ in range(3))
+        kw = dict(dropout_p=p, rng_state=(1, 0)) if p else {}
+        best = float("inf")
+        for _ in range(a.repeat):
+            t0 = time.perf_counter()
+            fa2.run(q, k, v, threads=a.threads, **kw)
+            best = min(best, time.perf_counter() - t0)
+        times[(d, p)] = best
+        print(f"headdim {d}, dropout {p}: {best:.2f} s", flush=True)
+    base = times[(128, a.dropout)]
+    print(f"seqlen {a.seqlen}, bf16, {a.threads or default_threads()} threads: headdim 256 with dropout "
+          f"{times[(256, a.dropout)]:.2f} s = {times[(256, a.dropout)] / base:.2f}x headdim 128 with dropout "
+          f"({base:.2f} s); dropout costs {base / times[(128, 0.0)]:.2f}x at headdim 128")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -82,8 +106,13 @@ def main(argv=None):
     mp.add_argument("--heads", type=int, default=16)
     mp.add_argument("--seqlen", type=int, default=4096)
     mp.add_argument("--threads", type=int, default=None)
+    fp = sub.add_parser("features")
+    fp.add_argument("--seqlen", type=int, default=4096)
+    fp.add_argument("--dropout", type=float, default=0.1)
+    fp.add_argument("--threads", type=int, default=None)
+    fp.add_argument("--repeat", type=int, default=2)
     a = ap.parse_args(argv)
-    (speed if a.cmd == "speed" else memory)(a)
+    {"speed": speed, "memory": memory, "features": features}[a.cmd](a)
 
 
 if __name__ == "__main__":

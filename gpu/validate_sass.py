@@ -47,11 +47,20 @@ def interpret(params: dict):
 
     case = problems.make_case(params)
     t0 = time.perf_counter()
-    i_out, i_lse = run_kernel(params["kernel"], case.q, case.k, case.v, backend="interp", **case.kwargs)
+    i = run_kernel(params["kernel"], case.q, case.k, case.v, backend="interp", **case.kwargs)
     t1 = time.perf_counter()
-    t_out, t_lse = run_twin(params["kernel"], case.q, case.k, case.v, **case.kwargs)
+    t = run_twin(params["kernel"], case.q, case.k, case.v, **case.kwargs)
     t2 = time.perf_counter()
-    return _bits(i_out), _bits(i_lse), _bits(t_out), _bits(t_lse), t1 - t0, t2 - t1
+    # with dropout and return_attn_probs the probabilities come third: compared with the LSE
+    return _bits(i[0]), _lse_probs(i), _bits(t[0]), _lse_probs(t), t1 - t0, t2 - t1
+
+
+def _lse_probs(res):
+    """The LSE bits of a run, followed by its probabilities' bits (fa2 with dropout and return_attn_probs)."""
+    lse = _bits(res[1])
+    if len(res) < 3:
+        return lse
+    return np.concatenate([lse.view(np.uint16).ravel(), _bits(res[2]).ravel()])
 
 
 def cubin_of(kernel: str) -> bytes:
@@ -118,8 +127,8 @@ def main(argv=None) -> int:
             futures = [pool.submit(interpret, c.params) for c in cases]
             results, kept = [], 0
             for i, (case, fut) in enumerate(zip(cases, futures)):
-                g_out, g_lse = run_kernel(kernel, case.q, case.k, case.v, backend="gpu-cubin", **case.kwargs)
-                g_out, g_lse = _bits(g_out), _bits(g_lse)
+                g = run_kernel(kernel, case.q, case.k, case.v, backend="gpu-cubin", **case.kwargs)
+                g_out, g_lse = _bits(g[0]), _lse_probs(g)
                 i_out, i_lse, t_out, t_lse, ti, tt = fut.result()
                 times.append(ti)
                 res = {"case": case.describe(), "params": case.params, "interp_s": round(ti, 3),
@@ -136,8 +145,8 @@ def main(argv=None) -> int:
                     golden[f"{key}/inputs_sha256"] = np.array(problems.inputs_digest(case))
                     golden[f"{key}/cubin_sha256"] = np.array(sha)
                     golden[f"{key}/out"] = g_out
-                    if g_lse is not None:
-                        golden[f"{key}/lse"] = g_lse
+                    if g[1] is not None:
+                        golden[f"{key}/lse"] = _bits(g[1])
                     kept += 1
                 if (i + 1) % 50 == 0:
                     print(f"{kernel}: {i + 1}/{a.examples}: GPU == interp {sum(r['gpu_interp'] for r in results)}, "

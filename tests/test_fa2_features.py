@@ -13,6 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from golden_npz import load, problem_keys
+
 from flashsim.attention import check_args
 from flashsim.kernels import problems, run_twin
 from flashsim.numerics.philox import dropout_scalars, keep_mask, keep_threshold, keep_tiles, philox4x32_10
@@ -114,17 +116,11 @@ def test_probabilities_hold_the_visited_tiles_only():
 
 @pytest.fixture(scope="module")
 def golden():
-    if not GOLDEN.is_file():
-        pytest.fail(f"{GOLDEN} is missing: record it with python -m flashsim.gpu.validate_fa2_features --install")
-    with np.load(GOLDEN) as z:
-        return {k: z[k] for k in z.files}
+    return load(GOLDEN, "python -m flashsim.gpu.validate_fa2_features --install")
 
 
 def _golden_keys():
-    if not GOLDEN.is_file():
-        return []
-    with np.load(GOLDEN) as z:
-        return sorted({k.split("/")[0] for k in z.files if "/" in k}, key=int)
+    return problem_keys(GOLDEN)
 
 
 @pytest.mark.parametrize("key", _golden_keys())

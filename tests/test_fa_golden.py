@@ -8,24 +8,18 @@ import numpy as np
 import pytest
 
 from flashsim.kernels import problems, run_twin
+from golden_npz import load, problem_keys
 
 GOLDEN = Path(__file__).resolve().parents[1] / "traces" / "fa" / "golden_fa.npz"
 
 
 def _cases():
-    if not GOLDEN.is_file():
-        return []
-    with np.load(GOLDEN) as z:
-        keys = sorted({k.split("/")[0] for k in z.files if "/" in k}, key=int)
-    return keys
+    return problem_keys(GOLDEN)
 
 
 @pytest.fixture(scope="module")
 def golden():
-    if not GOLDEN.is_file():
-        pytest.fail(f"{GOLDEN} is missing: record it with python -m flashsim.gpu.validate_fa --install on a GPU")
-    with np.load(GOLDEN) as z:
-        return {k: z[k] for k in z.files}
+    return load(GOLDEN, "python -m flashsim.gpu.validate_fa --install")
 
 
 def test_golden_covers_every_kernel(golden):

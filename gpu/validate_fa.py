@@ -32,6 +32,11 @@ GOLDEN_MAX_ELEMENTS = 120_000  # q + k + v elements of a problem kept as golden 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def bits(x):
+    """An output's bit patterns (16-bit elements as uint16, 32-bit as uint32), None for None."""
+    return None if x is None else np.ascontiguousarray(x).view(np.uint16 if x.dtype.itemsize == 2 else np.uint32)
+
+
 def first_diff(a, b, names=("gpu", "twin")):
     """None when the bit arrays ``a`` and ``b`` are equal (both None counts as equal), else how many
     elements differ and the first one's index and both values, under ``names``."""

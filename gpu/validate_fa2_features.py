@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from flashsim.gpu.validate_fa import bits as _bits, first_diff
+
 ROOT = Path(__file__).resolve().parents[1]
 #: the parameters each feature's problems are drawn with instead of the domain's (problems.draw_params)
 FEATURES = {
@@ -61,7 +63,8 @@ extern "C" __global__ void philox_curand(const unsigned long long* seed, const u
 '''
 
 
-def _sha(*arrays) -> str:
+def outputs_sha256(*arrays) -> str:
+    """sha256 of the bytes of a run's outputs, in order."""
     h = hashlib.sha256()
     for a in arrays:
         h.update(np.ascontiguousarray(a).view(np.uint8).tobytes())
@@ -121,15 +124,10 @@ def _interp_side(params: dict) -> tuple[str, float]:
     case = problems.make_case(params)
     t0 = time.perf_counter()
     it = run_kernel("fa2", case.q, case.k, case.v, backend="interp", **case.kwargs)
-    return _sha(*it), round(time.perf_counter() - t0, 3)
-
-
-def _bits(x):
-    return np.ascontiguousarray(x).view(np.uint16 if x.dtype.itemsize == 2 else np.uint32)
+    return outputs_sha256(*it), round(time.perf_counter() - t0, 3)
 
 
 def run_feature(feature: str, examples: int, seed: int, pool, interp: bool, deadline: float):
-    from flashsim.gpu.validate_fa import first_diff
     from flashsim.kernels import problems
     from flashsim.kernels.launch import run_kernel
 
@@ -155,12 +153,12 @@ def run_feature(feature: str, examples: int, seed: int, pool, interp: bool, dead
                 host["interp_sha"], host["interp_s"] = f"error: {type(exc).__name__}: {exc}", None
         names = ("out", "lse", "probs")
         diffs = {n: first_diff(_bits(a), _bits(b)) for n, a, b in zip(names, g, host["twin"])}
-        r = {"case": case.describe(), "params": case.params, "gpu_sha": _sha(*g), "twin_s": host["twin_s"],
+        r = {"case": case.describe(), "params": case.params, "gpu_sha": outputs_sha256(*g), "twin_s": host["twin_s"],
              "diffs": {n: d for n, d in diffs.items() if d is not None}, "rule": host["rule"],
              "rule_detail": host["rule_detail"]}
         r["identical"] = not r["diffs"] and len(g) == len(host["twin"])
         if "interp_sha" in host:
-            r["interp_identical"] = host["interp_sha"] == _sha(*host["twin"])
+            r["interp_identical"] = host["interp_sha"] == outputs_sha256(*host["twin"])
             r["interp_s"] = host["interp_s"]
         results.append(r)
         size = case.q.size + case.k.size + case.v.size

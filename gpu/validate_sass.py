@@ -27,17 +27,13 @@ import numpy as np
 
 from flashsim.kernels import problems
 from flashsim.kernels.spec import get
-from flashsim.gpu.validate_fa import first_diff
+from flashsim.gpu.validate_fa import bits as _bits, first_diff
 
 GI, IT = ("gpu", "interp"), ("interp", "twin")
 
 GOLDEN_PER_KERNEL = 6
 GOLDEN_MAX_ELEMENTS = 60_000
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _bits(x):
-    return None if x is None else np.ascontiguousarray(x).view(np.uint16 if x.dtype.itemsize == 2 else np.uint32)
 
 
 def interpret(params: dict):

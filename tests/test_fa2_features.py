@@ -25,9 +25,9 @@ EXAMPLES = int(os.environ.get("FLASHSIM_FA_EXAMPLES", "25"))
 
 
 def _sha(*arrays):
-    from flashsim.gpu.validate_fa2_features import _sha as sha
+    from flashsim.gpu.validate_fa2_features import outputs_sha256
 
-    return sha(*arrays)
+    return outputs_sha256(*arrays)
 
 
 # ------------------------------------------------------------------------------------------------ philox
@@ -166,3 +166,38 @@ def test_each_feature_on_the_gpu_is_the_twin(feature, data):
     g = run_kernel("fa2", case.q, case.k, case.v, **case.kwargs)
     t = run_twin("fa2", case.q, case.k, case.v, **case.kwargs)
     assert _sha(*g) == _sha(*t), case.describe()
+
+
+def test_a_launch_takes_one_philox_state_from_its_generator():
+    """run_kernel checks its arguments, then prepares the launch: the generator advances once, and the launch
+    uses the state the first check took."""
+    from flashsim.attention import PhiloxGenerator
+    from flashsim.kernels.launch import run_kernel
+
+    case = problems.make_case(dict(kernel="fa2", seed=5, kind="normal", batch=1, heads=2, heads_k=2, seqlen_q=20,
+                                   seqlen_k=40, headdim=64, dtype="float16", causal=False, window_size=(-1, -1),
+                                   softcap=0.0, softmax_scale=None))
+    g = PhiloxGenerator(seed=9, offset=8)
+    got = run_kernel("fa2", case.q, case.k, case.v, backend="interp", dropout_p=0.4, generator=g,
+                     return_attn_probs=True)
+    assert g.offset == 8 + 1 * 2 * 32
+    want = run_twin("fa2", case.q, case.k, case.v, dropout_p=0.4, rng_state=(9, 8), return_attn_probs=True)
+    assert _sha(*got) == _sha(*want)
+
+
+def test_a_refused_call_leaves_the_generator_alone():
+    from flashsim.attention import PhiloxGenerator
+
+    g = PhiloxGenerator(seed=1)
+    q = np.zeros((1, 8, 2, 64), np.float16)
+    with pytest.raises(ValueError, match="^dropout_p=0.2: softcap does not support dropout"):
+        check_args(q, q, q, dropout_p=0.2, softcap=5.0, generator=g)
+    assert g.offset == 0
+
+
+def test_the_keep_mask_of_some_rows_is_those_rows_of_the_whole():
+    m = keep_mask(3, 4, 200, 2, 3, 77, 50)
+    for rows in (slice(0, 77), slice(5, 40), slice(17, 18), slice(70, 77), slice(76, 90)):
+        assert np.array_equal(keep_mask(3, 4, 200, 2, 3, 77, 50, rows), m[:, :, rows]), rows
+    with pytest.raises(ValueError, match="^rows=.*consecutive rows"):
+        keep_mask(3, 4, 200, 2, 3, 77, 50, slice(0, 10, 2))

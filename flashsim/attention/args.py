@@ -326,16 +326,16 @@ class AttentionArgs:
         """The shape of the probabilities return_attn_probs returns with dropout."""
         return (self.batch, self.heads, self.seqlen_q_rounded, self.seqlen_k_rounded)
 
-    def keep_mask(self) -> np.ndarray | None:
-        """The dropout's keep decisions, bool (batch, heads, seqlen_q, seqlen_k), or None without dropout
-        (flashsim.numerics.philox)."""
+    def keep_mask(self, rows: slice = slice(None)) -> np.ndarray | None:
+        """The dropout's keep decisions of query ``rows``, bool (batch, heads, rows, seqlen_k), or None without
+        dropout (flashsim.numerics.philox)."""
         if self.dropout_p == 0.0:
             return None
         from flashsim.numerics.philox import keep_mask
 
         seed, offset = self.rng_state
         return keep_mask(seed, offset, self.params_p_dropout_in_uint8_t, self.batch, self.heads, self.seqlen_q,
-                         self.seqlen_k)
+                         self.seqlen_k, rows)
 
     def alibi_bias(self, rows: slice = slice(None)) -> np.ndarray | None:
         """The ALiBi bias the kernel adds, in float64, (batch, heads, rows, seqlen_k), or None: ``-slope * |i +
@@ -555,6 +555,7 @@ def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_
     if not _is_int(attention_chunk) or not 0 <= int(attention_chunk) <= _INT32_MAX:
         raise bad_argument("attention_chunk", attention_chunk, _CHUNK_WHY)
 
+    # refused here as well as by AttentionArgs: before the generator below hands out (and loses) a state
     if p > 0.0 and cap > 0.0:
         raise bad_argument("dropout_p", dropout_p, "softcap does not support dropout (flash-attn: \"Softcapping "
                                                    "does not support dropout for now\")")

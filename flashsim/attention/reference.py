@@ -70,9 +70,6 @@ def _attention(q, k, v, args: AttentionArgs, ftype, scale, softcap, p_dtype=None
     sk, hk, g, dv = args.seqlen_k, args.heads_k, args.ngroups, args.headdim_v
     out = np.zeros((b, hk, g, sq, dv), ftype)
     lse = np.full((b, hk, g, sq), np.inf, ftype)
-    keep_all = args.keep_mask()  # (b, h, sq, sk) or None
-    if keep_all is not None:
-        keep_all = keep_all.reshape(b, hk, g, sq, sk)
     if sq and sk:
         # (b, s, h, d) -> heads-major; q head hk*g + i reads kv head hk (broadcast over the group axis)
         qh = np.ascontiguousarray(q.astype(ftype).reshape(b, sq, hk, g, d).transpose(0, 2, 3, 1, 4))
@@ -96,8 +93,9 @@ def _attention(q, k, v, args: AttentionArgs, ftype, scale, softcap, p_dtype=None
                 l = p.sum(-1, keepdims=True)
                 if p_dtype is not None:
                     p = p.astype(p_dtype).astype(ftype)
-                if keep_all is not None:
-                    p = np.where(keep_all[..., rows, :], p, ftype(0))
+                drop_keep = args.keep_mask(rows)  # (b, h, rows, sk) or None
+                if drop_keep is not None:
+                    p = np.where(drop_keep.reshape(b, hk, g, *drop_keep.shape[2:]), p, ftype(0))
                 o = _matmul(p, vh, acc16)
                 if keep_scale is not None:
                     o = o * keep_scale

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flashsim.attention.args import round_multiple
 from flashsim.errors import bad_argument
 from flashsim.kernels.spec import fa2_smem_layout as smem_layout  # noqa: F401 (the layout smem_off computes)
 from flashsim.kernels.spec import get
@@ -48,9 +49,9 @@ from flashsim.kernels.common import MMA_TYPE, NEG_INF, POS_INF, XOR, CtaJob, nar
 from flashsim.numerics.cfloat import FAST_MATH as F  # fa2.cu is built with --use_fast_math
 from flashsim.numerics.cfloat import __logf, exp2f, fmaxf, fmul_rn, tanh_approx, where
 from flashsim.numerics.mma import gemm
+from flashsim.numerics.philox import keep_tiles
 from flashsim.swizzle import cute_swizzle
 from flashsim.trace.record import acc_index, active, quad_index
-from flashsim.numerics.philox import keep_tiles
 from flashsim.trace.spec import array_names
 
 
@@ -141,6 +142,16 @@ class Problem:
         return lo, hi
 
     @property
+    def s_dmask_shape(self) -> tuple[int, int, int, int]:
+        """The returned probabilities: (batch, heads, seqlen_q and seqlen_k rounded up to 128)."""
+        return (self.batch, self.heads, round_multiple(self.seqlen_q, 128), round_multiple(self.seqlen_k, 128))
+
+    def cta_coords(self, idx) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(m_block, head, batch) of the CTAs ``idx`` (linear over the grid, m_block fastest)."""
+        idx = np.asarray(idx)
+        return idx % self.m_blocks, (idx // self.m_blocks) % self.heads, idx // (self.m_blocks * self.heads)
+
+    @property
     def n_masking_steps(self) -> int:
         if not self.is_causal and not self.local_mask:
             return 1
@@ -206,9 +217,7 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
     d, bm, bn, mt = pb.headdim, pb.block_m, pb.block_n, MMA_TYPE[pb.dtype]
     rec = active(rec, idx)
     mp = _maps(pb) if rec is not None else None
-    m_block = idx % pb.m_blocks
-    head = (idx // pb.m_blocks) % pb.heads
-    bidb = idx // (pb.m_blocks * pb.heads)
+    m_block, head, bidb = pb.cta_coords(idx)
     head_k = head // (pb.heads // pb.heads_k)
     lo, hi = pb.n_block_range(m_block)
     g = idx.size
@@ -360,16 +369,12 @@ def _store(pb: Problem, o: np.ndarray, lse: np.ndarray, idx: np.ndarray, result,
     """Write a batch's O tiles and LSE rows into ``o`` and ``lse`` (the rows below seqlen_q), and with
     return_softmax its P tiles into ``s_dmask`` (every row of the tile: S_dmask has seqlen_q rounded up to 128)."""
     out, lse_v = result[:2]
+    m_block, head, bidb = pb.cta_coords(idx)
     if s_dmask is not None:
         for act, nb, tile in result[2]:
-            i = idx[act]
-            mb, hd, bb = i % pb.m_blocks, (i // pb.m_blocks) % pb.heads, i // (pb.m_blocks * pb.heads)
-            r = mb[:, None] * pb.block_m + np.arange(pb.block_m)[None, :]
+            r = m_block[act, None] * pb.block_m + np.arange(pb.block_m)[None, :]
             c = nb[:, None] * pb.block_n + np.arange(pb.block_n)[None, :]
-            s_dmask[bb[:, None, None], hd[:, None, None], r[:, :, None], c[:, None, :]] = tile
-    m_block = idx % pb.m_blocks
-    head = (idx // pb.m_blocks) % pb.heads
-    bidb = idx // (pb.m_blocks * pb.heads)
+            s_dmask[bidb[act, None, None], head[act, None, None], r[:, :, None], c[:, None, :]] = tile
     rows = m_block[:, None] * pb.block_m + np.arange(pb.block_m)[None, :]
     sel = np.nonzero(rows < pb.seqlen_q)
     o[bidb[sel[0]], rows[sel], head[sel[0]], :] = out[sel]
@@ -390,8 +395,7 @@ def forward(pb: Problem, q, k, v, *, batch: int | None = None, threads: int | No
     lse = np.zeros((pb.batch, pb.heads, pb.seqlen_q), np.uint32)
     # return_softmax: S_dmask (batch, heads, seqlen_q and seqlen_k rounded up to 128); tiles no CTA visits
     # stay 0 (flash-attn leaves them as torch.empty left them)
-    s_dmask = (np.zeros((pb.batch, pb.heads, -(-pb.seqlen_q // 128) * 128, -(-pb.seqlen_k // 128) * 128), np.uint16)
-               if pb.return_softmax else None)
+    s_dmask = np.zeros(pb.s_dmask_shape, np.uint16) if pb.return_softmax else None
     n_ctas = pb.m_blocks * pb.heads * pb.batch
     # about 8 KV steps of kBlockM x kBlockN scores per CTA in flight: keep a batch near 64 CTAs
     job = CtaJob(cta_batch if rec is None else functools.partial(cta_batch, rec=rec), pb,

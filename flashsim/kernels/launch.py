@@ -109,12 +109,15 @@ def prepare(kernel: str, q, k, v, softmax_scale=None, *, trace: bool = False, ba
 
 def run_kernel(kernel: str, q, k, v, softmax_scale=None, **kw):
     """Any kernel of the registry on numpy inputs (batch, seqlen, heads, headdim): (out, lse) for a kernel
-    that writes LSE, else (out, None). seqlen_k == 0 returns out 0 (and lse +inf) without a launch, as
+    that writes LSE, else (out, None); with dropout and return_attn_probs (fa2) the probabilities third. seqlen_k == 0 returns out 0 (and lse +inf) without a launch, as
     flash_attn_func does. ``backend`` and ``trace`` as for :func:`prepare`."""
     spec, args = check(kernel, q, k, v, softmax_scale, **{n: x for n, x in kw.items() if n not in ("backend", "trace")})
     if args.seqlen_k == 0:
         lse = np.full(args.lse_shape, np.inf, np.float32) if spec.writes_lse else None
-        return np.zeros(args.out_shape, args.np_dtype), lse
+        res = np.zeros(args.out_shape, args.np_dtype), lse
+        return res + (np.zeros(args.s_dmask_shape, args.np_dtype),) if args.return_softmax else res
+    if args.rng_state is not None:  # the philox state the check above took: a generator advances once per call
+        kw = {**{n: x for n, x in kw.items() if n != "generator"}, "rng_state": args.rng_state}
     return prepare(kernel, q, k, v, softmax_scale, **kw).result()
 
 

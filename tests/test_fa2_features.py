@@ -201,3 +201,16 @@ def test_the_keep_mask_of_some_rows_is_those_rows_of_the_whole():
         assert np.array_equal(keep_mask(3, 4, 200, 2, 3, 77, 50, rows), m[:, :, rows]), rows
     with pytest.raises(ValueError, match="^rows=.*consecutive rows"):
         keep_mask(3, 4, 200, 2, 3, 77, 50, slice(0, 10, 2))
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--features", "rotary"], "--features: unknown feature 'rotary'"),
+    (["--examples", "0"], "--examples and --jobs must be >= 1 and --deadline > 0"),
+    (["--deadline", "-1"], "--deadline > 0"),
+])
+def test_the_validator_refuses_bad_options_with_usage_errors(argv, match, tmp_path, capsys):
+    from flashsim.gpu.validate_fa2_features import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--out", str(tmp_path), *argv])
+    assert exc.value.code == 2 and match in capsys.readouterr().err

@@ -3,13 +3,14 @@
 from flashsim._version import __version__
 from flashsim.errors import ArgumentError, FlashsimError, SimulatedFault, TraceError
 
-__all__ = ["ArgumentError", "FlashsimError", "SimulatedFault", "TraceError", "__version__", "flash_attn_func"]
+__all__ = ["ArgumentError", "FlashsimError", "SimulatedFault", "TraceError", "__version__", "flash_attn_func",
+           "flash_attn_varlen_func"]
 
 
 def __getattr__(name):
-    # flash_attn_func pulls in numpy-level modules; import it on first use so the package stays light
-    if name == "flash_attn_func":
-        from flashsim.api import flash_attn_func
+    # the API pulls in numpy-level modules; import it on first use so the package stays light
+    if name in ("flash_attn_func", "flash_attn_varlen_func"):
+        from flashsim import api
 
-        return flash_attn_func
+        return getattr(api, name)
     raise AttributeError(f"module 'flashsim' has no attribute {name!r}")

@@ -8,7 +8,9 @@ SASS interpreter) bit for bit, against float64, and the dropout pattern against 
   offset)``, then ``curand4``) on 4096 (seed, subsequence, offset) triples, edge values included.
 - Features (``--examples`` seeded problems each, from flashsim.kernels.problems with the feature forced on):
   ``dropout`` (dropout_p in 0.1-0.9), ``probs`` (dropout with return_attn_probs), ``alibi`` (slopes per head or
-  per (batch, head)), ``hdim`` (head dims 136-256). GPU == twin for out, LSE and S_dmask; with ``--interp`` the
+  per (batch, head)), ``hdim`` (head dims 136-256), ``varlen`` (packed sequences of 1-5 entries, zero lengths
+  included, with the domain's masks, dropout and ALiBi), ``splitkv`` (kernel fa2_splitkv: 2-128 splits and the
+  combine kernel). GPU == twin for out, LSE and S_dmask; with ``--interp`` the
   cubin in the SASS interpreter == twin too (within ``--deadline`` seconds per feature); out passes
   flash-attn's rule against float64 with the same dropout mask (finite inputs).
 - Dropout statistics on flash-attn's test shapes (batch 4, 9 heads): the sign bits of the GPU's S_dmask equal
@@ -44,7 +46,11 @@ FEATURES = {
     "probs": {"dropout_p": (0.17, 0.5), "softcap": (0.0,), "return_attn_probs": (True,)},
     "alibi": {"alibi": ("heads", "batch")},
     "hdim": {"headdim": (136, 160, 192, 200, 224, 256)},
+    "varlen": {"varlen": (True,)},
+    "splitkv": {},
 }
+#: the kernel a feature's problems run on (default fa2)
+FEATURE_KERNEL = {"splitkv": "fa2_splitkv"}
 GOLDEN_PER_FEATURE = 6
 GOLDEN_MAX_ELEMENTS = 120_000
 #: flash-attn's test_flash_attn_output shapes for the dropout statistics: (seqlen, d, causal, local)
@@ -103,7 +109,7 @@ def _host_side(params: dict) -> dict:
 
     case = problems.make_case(params)
     t0 = time.perf_counter()
-    tw = run_twin("fa2", case.q, case.k, case.v, threads=1, **case.kwargs)
+    tw = run_twin(params["kernel"], case.q, case.k, case.v, threads=1, **case.kwargs)
     res = {"twin_s": round(time.perf_counter() - t0, 3), "twin": [np.ascontiguousarray(x) for x in tw]}
     if all(np.isfinite(x.astype(np.float32)).all() for x in (case.q, case.k, case.v)):
         args = check_args(case.q, case.k, case.v, **case.kwargs)
@@ -123,7 +129,7 @@ def _interp_side(params: dict) -> tuple[str, float]:
 
     case = problems.make_case(params)
     t0 = time.perf_counter()
-    it = run_kernel("fa2", case.q, case.k, case.v, backend="interp", **case.kwargs)
+    it = run_kernel(params["kernel"], case.q, case.k, case.v, backend="interp", **case.kwargs)
     return outputs_sha256(*it), round(time.perf_counter() - t0, 3)
 
 
@@ -132,13 +138,14 @@ def run_feature(feature: str, examples: int, seed: int, pool, interp: bool, dead
     from flashsim.kernels.launch import run_kernel
 
     rng = np.random.default_rng([seed, 19, list(FEATURES).index(feature)])
-    cases = [problems.random_case(rng, "fa2", FEATURES[feature]) for _ in range(examples)]
+    kernel = FEATURE_KERNEL.get(feature, "fa2")
+    cases = [problems.random_case(rng, kernel, FEATURES[feature]) for _ in range(examples)]
     futures = [pool.submit(_host_side, c.params) for c in cases]
     interps = [pool.submit(_interp_side, c.params) for c in cases] if interp else [None] * len(cases)
     results, golden = [], []
     t_end = time.monotonic() + deadline
     for case, fut, ifut in zip(cases, futures, interps):
-        g = run_kernel("fa2", case.q, case.k, case.v, **case.kwargs)
+        g = run_kernel(kernel, case.q, case.k, case.v, **case.kwargs)
         try:
             host = fut.result()
         except Exception as exc:  # a failure in the worker
@@ -270,7 +277,8 @@ def main(argv=None) -> int:
 
 def write_markdown(path: Path, report: dict) -> None:
     p = report["provenance"]
-    lines = ["# fa2's dropout, ALiBi, probabilities and head dims above 128: GPU against twin", "",
+    lines = ["# fa2's dropout, ALiBi, probabilities, head dims above 128, packed sequences and split-KV: GPU against twin",
+             "",
              f"Device: {p.get('name', '?')} (cc {p.get('compute_capability', '?')}), driver {p.get('driver_release', '?')}, "
              f"NVRTC {p.get('nvrtc_version', '?')}, date {p.get('date', '?')}. Command: `{report['command']}`.", "",
              f"Philox4x32-10 against curand: {report['philox']['equal']}/{report['philox']['triples']} triples equal.", "",

@@ -129,7 +129,7 @@ def test_twin_reproduces_the_h100(golden, key):
     params["window_size"] = tuple(params["window_size"])
     case = problems.make_case(params)
     assert problems.inputs_digest(case) == str(golden[f"{key}/inputs_sha256"])
-    got = run_twin("fa2", case.q, case.k, case.v, **case.kwargs)
+    got = run_twin(params["kernel"], case.q, case.k, case.v, **case.kwargs)
     for name, x in zip(("out", "lse", "probs"), got):
         want = golden[f"{key}/{name}"]
         assert np.array_equal(np.ascontiguousarray(x).view(want.dtype), want), f"{case.describe()}: {name}"
@@ -139,7 +139,7 @@ def test_the_h100_report_covers_each_feature():
     rep = json.loads(REPORT.read_text())
     assert rep["ok"] and rep["provenance"]["compute_capability"] == "9.0"
     assert rep["philox"]["equal"] == rep["philox"]["triples"] >= 4096
-    assert set(rep["summary"]) == {"dropout", "probs", "alibi", "hdim"}
+    assert set(rep["summary"]) == {"dropout", "probs", "alibi", "hdim", "varlen", "splitkv"}
     for f, s in rep["summary"].items():
         assert s["problems"] >= 200 and s["gpu_eq_twin"] == s["problems"] and s["errors"] == 0, f
         assert s["rule"] + s["rule_na"] == s["problems"] and s["interp_eq_twin"] == s["interp_runs"], f
@@ -148,23 +148,25 @@ def test_the_h100_report_covers_each_feature():
         assert r["next_offset_other_pattern"]
     # the golden problems are some of the report's, with the GPU's bytes
     keys = _golden_keys()
-    assert len(keys) >= 16
+    assert len(keys) >= 24
+    assert {json.loads(str(load(GOLDEN, "")[f"{k}/params"]))["kernel"] for k in keys} == {"fa2", "fa2_splitkv"}
 
 
 # ------------------------------------------------------------------------------------------------ on the GPU
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("feature", ["dropout", "probs", "alibi", "hdim"])
+@pytest.mark.parametrize("feature", ["dropout", "probs", "alibi", "hdim", "varlen", "splitkv"])
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_each_feature_on_the_gpu_is_the_twin(feature, data):
-    from flashsim.gpu.validate_fa2_features import FEATURES
+    from flashsim.gpu.validate_fa2_features import FEATURE_KERNEL, FEATURES
     from flashsim.kernels.launch import run_kernel
     from flashsim.strategies import fa_cases
 
-    case = data.draw(fa_cases("fa2", FEATURES[feature]))
-    g = run_kernel("fa2", case.q, case.k, case.v, **case.kwargs)
-    t = run_twin("fa2", case.q, case.k, case.v, **case.kwargs)
+    kernel = FEATURE_KERNEL.get(feature, "fa2")
+    case = data.draw(fa_cases(kernel, FEATURES[feature]))
+    g = run_kernel(kernel, case.q, case.k, case.v, **case.kwargs)
+    t = run_twin(kernel, case.q, case.k, case.v, **case.kwargs)
     assert _sha(*g) == _sha(*t), case.describe()
 
 

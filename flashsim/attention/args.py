@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numbers
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import ml_dtypes
 import numpy as np
@@ -48,6 +48,7 @@ _SOFTCAP_WHY = "expected 0 (off) or a number > 0 that stays > 0 and finite as fl
 #: starts there, with offset 0
 DEFAULT_SEED = 67280421310721
 _U64_MAX = 2**64 - 1
+MAX_SPLITS = 128  # set_params_splitkv: "num_splits > 128 not supported"
 _CHUNK_WHY = ("expected an int in [0, 2**31 - 1]: 0 (off) or the chunk length in keys (FlashAttention-3's "
               "attention_chunk)")
 
@@ -168,6 +169,19 @@ class AttentionArgs:
     alibi_slopes: tuple[tuple[float, ...], ...] | None = None
     #: return the attention probabilities with the dropped ones negated (return_attn_probs with dropout)
     return_softmax: bool = False
+    #: split-KV: the KV blocks of each query block are shared by this many CTAs whose partial outputs a combine
+    #: kernel merges (flash-attn's num_splits; 1: one kernel)
+    num_splits: int = 1
+    #: packed sequences (flash_attn_varlen_func): batch + 1 non-decreasing row offsets into q's and k's rows;
+    #: seqlen_q and seqlen_k are then max_seqlen_q and max_seqlen_k, total_q and total_k the packed rows
+    cu_seqlens_q: tuple[int, ...] | None = None
+    cu_seqlens_k: tuple[int, ...] | None = None
+    total_q: int = 0
+    total_k: int = 0
+    #: one sequence of a packed call (``sequence(b)``): its batch index in the launch (the philox offsets) and
+    #: the launch's seqlen_k, which set_params_fprop puts in an unbounded window side facing a bounded one
+    batch_offset: int = 0
+    window_fill: int | None = None
     # derived in __post_init__
     softmax_scale_f32: np.float32 = field(init=False)
     scale_log2_f32: np.float32 = field(init=False)
@@ -201,9 +215,12 @@ class AttentionArgs:
                                                                     "with log2(e) must be finite as float32")
         if not isinstance(self.softcap, float) or not _softcap_ok(self.softcap):
             raise bad_argument("softcap", self.softcap, _SOFTCAP_WHY)
+        if self.window_fill is not None and (not _is_int(self.window_fill) or self.window_fill < self.seqlen_k):
+            raise bad_argument("window_fill", self.window_fill, f"expected None or an int >= seqlen_k={self.seqlen_k}")
+        fill = self.seqlen_k if self.window_fill is None else self.window_fill
         ws = self.window_size
         if (not isinstance(ws, tuple) or len(ws) != 2 or not all(_is_int(w) for w in ws)
-                or not all(w == -1 or 0 <= w < max(self.seqlen_k, 1) for w in ws)):
+                or not all(w == -1 or 0 <= w < max(fill, 1) for w in ws)):
             raise bad_argument("window_size", ws, f"expected a normalised (left, right): each -1 (unbounded) "
                                                   f"or in [0, seqlen_k={self.seqlen_k}); use check_args")
         if not isinstance(self.deterministic, bool):
@@ -223,6 +240,14 @@ class AttentionArgs:
         if not isinstance(self.return_softmax, bool) or (self.return_softmax and self.dropout_p == 0.0):
             raise bad_argument("return_softmax", self.return_softmax, "expected a bool, True only with dropout "
                                                                       "(flash-attn returns probabilities only then)")
+        if not _is_int(self.num_splits) or not 1 <= self.num_splits <= MAX_SPLITS:
+            raise bad_argument("num_splits", self.num_splits, f"expected an int in [1, {MAX_SPLITS}]")
+        if self.num_splits > 1 and self.dropout_p > 0.0:
+            raise bad_argument("num_splits", self.num_splits, "split-KV has no dropout (flash-attn: \"SplitKV is "
+                                                              "not implemented for dropout\")")
+        self._check_packed()
+        if not _is_int(self.batch_offset) or self.batch_offset < 0:
+            raise bad_argument("batch_offset", self.batch_offset, "expected a non-negative int")
         sl = self.alibi_slopes
         if sl is not None and (not isinstance(sl, tuple) or len(sl) not in (1, self.batch) or not all(
                 isinstance(row, tuple) and len(row) == self.heads and all(isinstance(x, float) for x in row)
@@ -246,9 +271,9 @@ class AttentionArgs:
         # set_params_fprop: an unbounded side facing a bounded one becomes seqlen_k (after is_causal is
         # taken, so causal's left becomes seqlen_k too; the causal mask never reads it)
         if left < 0 and right >= 0:
-            left = self.seqlen_k
+            left = fill
         if left >= 0 and right < 0:
-            right = self.seqlen_k
+            right = fill
         for name, value in (("softmax_scale_f32", scale_f32), ("scale_log2_f32", log2),
                             ("params_scale_softmax", p_scale), ("params_scale_softmax_log2", p_log2),
                             ("params_softcap", np.float32(p_softcap)), ("params_window_size", (left, right))):
@@ -259,6 +284,45 @@ class AttentionArgs:
         for name, value in (("params_p_dropout", keep), ("params_p_dropout_in_uint8_t", keep_u8),
                             ("params_rp_dropout", rp)):
             object.__setattr__(self, name, value)
+
+    def _check_packed(self) -> None:
+        cq, ck = self.cu_seqlens_q, self.cu_seqlens_k
+        if (cq is None) != (ck is None):
+            raise bad_argument("cu_seqlens_k" if ck is None else "cu_seqlens_q", None, "packed sequences need both "
+                                                                                      "cu_seqlens_q and cu_seqlens_k")
+        if cq is None:
+            return
+        for name, cu, total, longest in (("cu_seqlens_q", cq, self.total_q, self.seqlen_q),
+                                         ("cu_seqlens_k", ck, self.total_k, self.seqlen_k)):
+            if not isinstance(cu, tuple) or len(cu) != self.batch + 1 or not all(_is_int(x) for x in cu):
+                raise bad_argument(name, cu, f"expected batch + 1 = {self.batch + 1} ints")
+            check_cu_seqlens(name, np.asarray(cu, np.int64), total, longest)
+
+    @property
+    def launches_nothing(self) -> bool:
+        """No kernel runs: seqlen_k == 0 (mha_fwd, and mha_varlen_fwd with max_seqlen_k == 0), or packed
+        sequences with no query row (an empty grid); out is 0 and the LSE +inf."""
+        return self.seqlen_k == 0 or (self.varlen and self.seqlen_q == 0)
+
+    @property
+    def varlen(self) -> bool:
+        """Packed sequences (flash_attn_varlen_func)."""
+        return self.cu_seqlens_q is not None
+
+    def seqlens(self) -> tuple[np.ndarray, np.ndarray]:
+        """(seqlen_q, seqlen_k) of every batch entry, int64 (batch,)."""
+        if not self.varlen:
+            return np.full(self.batch, self.seqlen_q, np.int64), np.full(self.batch, self.seqlen_k, np.int64)
+        return np.diff(np.asarray(self.cu_seqlens_q, np.int64)), np.diff(np.asarray(self.cu_seqlens_k, np.int64))
+
+    def sequence(self, b: int) -> "AttentionArgs":
+        """Batch entry ``b`` of a packed call as a call of its own (batch 1, its seqlens), which the kernel
+        computes with the launch's window, philox offsets and ALiBi row (flash-attn's BlockInfo)."""
+        sq, sk = (int(x[b]) for x in self.seqlens())
+        al = self.alibi_slopes
+        return replace(self, batch=1, seqlen_q=sq, seqlen_k=sk, cu_seqlens_q=None, cu_seqlens_k=None, total_q=0,
+                       total_k=0, batch_offset=self.batch_offset + b, window_fill=max(self.seqlen_k, sk),
+                       alibi_slopes=None if al is None else (al[b if len(al) > 1 else 0],))
 
     # ---- shapes ----
     @property
@@ -282,26 +346,30 @@ class AttentionArgs:
         return DTYPES[self.dtype]
 
     @property
-    def q_shape(self) -> tuple[int, int, int, int]:
-        return (self.batch, self.seqlen_q, self.heads, self.headdim)
+    def q_shape(self) -> tuple[int, ...]:
+        """(batch, seqlen_q, heads, headdim), or (total_q, heads, headdim) for packed sequences."""
+        return (self.total_q, self.heads, self.headdim) if self.varlen else (self.batch, self.seqlen_q, self.heads,
+                                                                              self.headdim)
 
     @property
-    def kv_shape(self) -> tuple[int, int, int, int]:
+    def kv_shape(self) -> tuple[int, ...]:
         """k's shape."""
-        return (self.batch, self.seqlen_k, self.heads_k, self.headdim)
+        return (self.total_k, self.heads_k, self.headdim) if self.varlen else (self.batch, self.seqlen_k,
+                                                                                self.heads_k, self.headdim)
 
     @property
-    def v_shape(self) -> tuple[int, int, int, int]:
-        return (self.batch, self.seqlen_k, self.heads_k, self.headdim_v)
+    def v_shape(self) -> tuple[int, ...]:
+        return self.kv_shape[:-1] + (self.headdim_v,)
 
     @property
-    def out_shape(self) -> tuple[int, int, int, int]:
-        return (self.batch, self.seqlen_q, self.heads, self.headdim_v)
+    def out_shape(self) -> tuple[int, ...]:
+        return self.q_shape[:-1] + (self.headdim_v,)
 
     @property
-    def lse_shape(self) -> tuple[int, int, int]:
-        """softmax_lse: float32, (batch, heads, seqlen_q)."""
-        return (self.batch, self.heads, self.seqlen_q)
+    def lse_shape(self) -> tuple[int, ...]:
+        """softmax_lse: float32, (batch, heads, seqlen_q), or (heads, total_q) for packed sequences (flash-attn's
+        unpadded_lse)."""
+        return (self.heads, self.total_q) if self.varlen else (self.batch, self.heads, self.seqlen_q)
 
     @property
     def alibi_array(self) -> np.ndarray | None:
@@ -335,7 +403,7 @@ class AttentionArgs:
 
         seed, offset = self.rng_state
         return keep_mask(seed, offset, self.params_p_dropout_in_uint8_t, self.batch, self.heads, self.seqlen_q,
-                         self.seqlen_k, rows)
+                         self.seqlen_k, rows, batch_offset=self.batch_offset)
 
     def alibi_bias(self, rows: slice = slice(None)) -> np.ndarray | None:
         """The ALiBi bias the kernel adds, in float64, (batch, heads, rows, seqlen_k), or None: ``-slope * |i +
@@ -486,41 +554,106 @@ def _window(value) -> tuple[int, int]:
     return out[0], out[1]
 
 
+def check_cu_seqlens(name: str, cu: np.ndarray, total: int, longest: int) -> None:
+    """The row offsets of packed sequences (int64 (batch + 1,)): from >= 0, non-decreasing (a zero-length
+    sequence repeats an offset), within the ``total`` rows of the packed tensor, no sequence longer than
+    ``longest`` (max_seqlen_q or max_seqlen_k)."""
+    side = name[-1]
+    if cu[0] < 0:
+        raise bad_argument(name, cu.tolist(), f"offsets must be >= 0, the first is {int(cu[0])}")
+    steps = np.diff(cu)
+    if (steps < 0).any():
+        i = int(np.argmax(steps < 0))
+        raise bad_argument(name, cu.tolist(), f"offsets must not decrease: [{i}] = {int(cu[i])} > [{i + 1}] = "
+                                              f"{int(cu[i + 1])}")
+    if cu[-1] > total:
+        raise bad_argument(name, cu.tolist(), f"past the tensor: the last offset {int(cu[-1])} is beyond its "
+                                              f"{total} rows ({'q' if side == 'q' else 'k and v'})")
+    if steps.size and steps.max() > longest:
+        i = int(np.argmax(steps))
+        raise bad_argument(f"max_seqlen_{side}", longest, f"sequence {i} has {int(steps[i])} rows ({name}), more "
+                                                         f"than max_seqlen_{side}")
+
+
+def _packed(name: str, cu, n: int | None) -> np.ndarray:
+    """cu_seqlens as int64 values: int32 numpy or torch (flash-attn: \"must have dtype int32\"), 1-D."""
+    if _is_torch(cu):
+        if str(cu.dtype) != "torch.int32":
+            raise bad_argument(name, _Summary(cu), "must have dtype int32")
+        cu = cu.detach().cpu().numpy()
+    if not isinstance(cu, np.ndarray) or cu.dtype != np.int32:
+        raise bad_argument(name, _Summary(cu) if hasattr(cu, "shape") else cu, "expected an int32 array (batch + 1,)")
+    if cu.ndim != 1 or cu.shape[0] < 2 or (n is not None and cu.shape[0] != n):
+        raise bad_argument(name, _Summary(cu), "expected shape (batch + 1,) with batch >= 1"
+                           + (f", the length of cu_seqlens_q ({n})" if n is not None else ""))
+    return cu.astype(np.int64)
+
+
 def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                alibi_slopes=None, deterministic=False, return_attn_probs=False, *,
-               attention_chunk=0, rng_state=None, generator=None) -> AttentionArgs:
+               attention_chunk=0, rng_state=None, generator=None, num_splits=1, num_sms=None, cu_seqlens_q=None,
+               cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None) -> AttentionArgs:
     """Check flash_attn_func's arguments as FA2 does and normalise them into an :class:`AttentionArgs`.
 
     Bad arguments raise ``ArgumentError`` (``name=<value!r>: why``). With dropout, ``rng_state=(seed, offset)``
     fixes the philox state, else ``generator`` (a :class:`PhiloxGenerator`, by default
     :data:`default_generator`) gives it and advances by ``batch * heads * 32``.
+
+    ``num_splits``: 1 (one kernel), n > 1 (split-KV over n CTAs per query block), or 0: flash-attn's choice,
+    ``flashsim.attention.dispatch.num_splits`` on ``num_sms`` SMs (default 132, an H100 SXM).
+    ``cu_seqlens_q``/``cu_seqlens_k`` (int32 (batch + 1,)) with ``max_seqlen_q``/``max_seqlen_k``: packed
+    sequences as flash_attn_varlen_func takes them, q (total_q, heads, headdim), k and v (total_k, heads_k, ...).
     """
     # the tensors: dtype, rank, then one device and dtype for all three (mha_fwd's order)
     dtype = _dtype_name(q, "q")
     for name, x in (("k", k), ("v", v)):
         if _dtype_name(x, name) != dtype:
             raise bad_argument(name, _Summary(x), f"must have the same dtype as q ({dtype})")
+    packed = cu_seqlens_q is not None or cu_seqlens_k is not None
+    rank, dims = (3, "(total, heads, headdim)") if packed else (4, "(batch, seqlen, heads, headdim)")
     for name, x in (("q", q), ("k", k), ("v", v)):
-        if len(x.shape) != 4:
-            raise bad_argument(name, _Summary(x), f"expected rank 4 (batch, seqlen, heads, headdim), "
-                                                  f"got rank {len(x.shape)}")
+        if len(x.shape) != rank:
+            raise bad_argument(name, _Summary(x), f"expected rank {rank} {dims}, got rank {len(x.shape)}")
         if _device(x) != _device(q):
             raise bad_argument(name, _Summary(x), f"must be on the same device as q ({_device(q)})")
-    batch, seqlen_q, heads, headdim = (int(n) for n in q.shape)
-    seqlen_k, heads_k = int(k.shape[1]), int(k.shape[2])
+    if packed:
+        cq = _packed("cu_seqlens_q", cu_seqlens_q, None)
+        ck = _packed("cu_seqlens_k", cu_seqlens_k, cq.shape[0])
+        for name, x in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+            if _is_torch(x) and _device(x) != _device(q):
+                raise bad_argument(name, _Summary(x), f"must be on the same device as q ({_device(q)})")
+        for name, m in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+            if not _is_int(m) or not 0 <= int(m) <= _INT32_MAX:
+                raise bad_argument(name, m, "expected an int >= 0 (the longest sequence)")
+        total_q, total_k = int(q.shape[0]), int(k.shape[0])
+        batch, seqlen_q, seqlen_k = cq.shape[0] - 1, int(max_seqlen_q), int(max_seqlen_k)
+        heads, headdim, heads_k = int(q.shape[1]), int(q.shape[2]), int(k.shape[1])
+        check_cu_seqlens("cu_seqlens_q", cq, total_q, seqlen_q)
+        check_cu_seqlens("cu_seqlens_k", ck, total_k, seqlen_k)
+        expect_kv, kv_dims = (total_k, heads_k, headdim), "(total_k, heads_k, headdim)"
+        got_k, got_v = tuple(int(n) for n in k.shape), tuple(int(n) for n in v.shape[:2])
+        packed_fields = dict(cu_seqlens_q=tuple(int(x) for x in cq), cu_seqlens_k=tuple(int(x) for x in ck),
+                             total_q=total_q, total_k=total_k)
+    else:
+        for name, m in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+            if m is not None:
+                raise bad_argument(name, m, "only with packed sequences (cu_seqlens_q and cu_seqlens_k)")
+        batch, seqlen_q, heads, headdim = (int(n) for n in q.shape)
+        seqlen_k, heads_k = int(k.shape[1]), int(k.shape[2])
+        expect_kv, kv_dims = (batch, seqlen_k, heads_k, headdim), "(batch, seqlen_k, heads_k, headdim)"
+        got_k, got_v = tuple(int(n) for n in k.shape), tuple(int(n) for n in v.shape[:3])
+        packed_fields = {}
     if batch < 1:
         raise bad_argument("q", _Summary(q), "batch size must be positive")
     if headdim < 1:
         raise bad_argument("q", _Summary(q), "head dimension must be positive")
-    expect_kv = (batch, seqlen_k, heads_k, headdim)
-    if tuple(int(n) for n in k.shape) != expect_kv:
-        raise bad_argument("k", _Summary(k), f"expected shape (batch, seqlen_k, heads_k, headdim) = "
-                                             f"{expect_kv}, from q's batch and headdim and k's "
-                                             f"seqlen_k and heads_k")
+    if got_k != expect_kv:
+        raise bad_argument("k", _Summary(k), f"expected shape {kv_dims} = {expect_kv}, from q's batch and headdim "
+                                             f"and k's seqlen_k and heads_k")
     headdim_v = int(v.shape[-1])
-    if tuple(int(n) for n in v.shape[:3]) != expect_kv[:3] or headdim_v < 1:
-        raise bad_argument("v", _Summary(v), f"expected shape (batch, seqlen_k, heads_k, headdim_v) = "
-                                             f"{(*expect_kv[:3], 'headdim_v')}, from q's batch and k's seqlen_k "
+    if got_v != expect_kv[:-1] or headdim_v < 1:
+        raise bad_argument("v", _Summary(v), f"expected shape {kv_dims[:-8]}headdim_v) = "
+                                             f"{(*expect_kv[:-1], 'headdim_v')}, from q's batch and k's seqlen_k "
                                              f"and heads_k, headdim_v >= 1 (the same as q's but for the kernels "
                                              f"that take another)")
     if heads_k < 1:
@@ -573,6 +706,16 @@ def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_
             raise bad_argument("generator", generator, "give a generator or rng_state, not both")
     if generator is not None and not isinstance(generator, PhiloxGenerator):
         raise bad_argument("generator", generator, "expected a flashsim.attention.PhiloxGenerator or None")
+    if not _is_int(num_splits) or not 0 <= int(num_splits) <= MAX_SPLITS:
+        raise bad_argument("num_splits", num_splits, f"expected an int in [0, {MAX_SPLITS}]: 0 (flash-attn's "
+                                                     "heuristic), 1 (no split) or the number of splits")
+    if num_sms is not None and (not _is_int(num_sms) or int(num_sms) < 1):
+        raise bad_argument("num_sms", num_sms, "expected None or a positive int (the GPU's SMs)")
+    if int(num_splits) > 1 and p > 0.0:
+        raise bad_argument("num_splits", num_splits, "split-KV has no dropout (flash-attn: \"SplitKV is not "
+                                                     "implemented for dropout\")")
+    if int(num_splits) != 1 and packed:
+        raise NotImplementedError("split-KV of packed sequences (num_splits with cu_seqlens) is not modelled")
     state = None
     if p > 0.0:
         state = (tuple(int(x) for x in rng_state) if rng_state is not None
@@ -587,11 +730,18 @@ def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_
         causal = False
     if causal:
         right = 0
+    splits = int(num_splits)
+    if splits == 0:
+        from flashsim.attention.dispatch import num_splits as heuristic
+
+        splits = heuristic(batch, heads, heads_k, seqlen_q, seqlen_k, round_multiple(headdim, HEADDIM_MULTIPLE),
+                           window=(left, right), dropout_p=p, alibi=slopes is not None, num_sms=num_sms)
     return AttentionArgs(batch=batch, seqlen_q=seqlen_q, seqlen_k=seqlen_k, heads=heads, heads_k=heads_k,
                          headdim=headdim, dtype=dtype, softmax_scale=float(scale), window_size=(left, right),
                          softcap=cap, deterministic=deterministic, device=_device(q),
                          attention_chunk=int(attention_chunk), headdim_v=headdim_v, dropout_p=p, rng_state=state,
-                         alibi_slopes=slopes, return_softmax=bool(return_attn_probs and p > 0.0))
+                         alibi_slopes=slopes, return_softmax=bool(return_attn_probs and p > 0.0), num_splits=splits,
+                         **packed_fields)
 
 
 #: the generator a call with dropout uses when given neither ``generator`` nor ``rng_state``

@@ -113,8 +113,23 @@ def attention_reference(q, k, v, args: AttentionArgs) -> tuple[np.ndarray, np.nd
     writes lse +inf for a NaN row sum: a twin models that, the reference does not).
     """
     q, k, v = _inputs(q, k, v, args)
+    if args.varlen:
+        return _per_sequence(attention_reference, q, k, v, args, np.float64)
     keep_scale = 1.0 / (1.0 - args.dropout_p) if args.dropout_p > 0 else None
     return _attention(q, k, v, args, np.float64, args.softmax_scale, args.softcap, keep_scale=keep_scale)
+
+
+def _per_sequence(fn, q, k, v, args: AttentionArgs, out_dtype, **kw):
+    """``fn`` on each sequence of a packed call (``AttentionArgs.sequence``): out (total_q, heads, headdim_v),
+    rows of no sequence 0, and lse (heads, total_q), +inf there."""
+    out = np.zeros(args.out_shape, out_dtype)
+    lse = np.full(args.lse_shape, np.inf, np.float32 if out_dtype != np.float64 else np.float64)
+    sq, sk = args.seqlens()
+    for b in range(args.batch):
+        q0, k0 = args.cu_seqlens_q[b], args.cu_seqlens_k[b]
+        o_b, l_b = fn(q[None, q0:q0 + sq[b]], k[None, k0:k0 + sk[b]], v[None, k0:k0 + sk[b]], args.sequence(b), **kw)
+        out[q0:q0 + sq[b]], lse[:, q0:q0 + sq[b]] = o_b[0], l_b[0]
+    return out, lse
 
 
 def attention_lowp(q, k, v, args: AttentionArgs, *, acc: str = "f32") -> tuple[np.ndarray, np.ndarray]:
@@ -132,6 +147,8 @@ def attention_lowp(q, k, v, args: AttentionArgs, *, acc: str = "f32") -> tuple[n
         raise bad_argument("acc", acc, f"f16 accumulation needs float16 inputs (mma has no {args.dtype} "
                                        f"inputs with an f16 accumulator)")
     q, k, v = _inputs(q, k, v, args)
+    if args.varlen:
+        return _per_sequence(attention_lowp, q, k, v, args, args.np_dtype, acc=acc)
     cap = np.float32(args.softcap) if args.softcap > 0 else 0.0
     keep_scale = args.params_rp_dropout if args.dropout_p > 0 else None
     out, lse = _attention(q, k, v, args, np.float32, args.softmax_scale_f32, cap, p_dtype=args.np_dtype,

@@ -32,12 +32,21 @@ configurations "fa2_sm8x" and "fa2_chunked") through :class:`Problem`. The arith
 depend on kBlockM; the KV range of an m_block and the number of masked steps do. ``Problem.attention_chunk``
 (fa2.cu's kChunked instances, "fa2_chunked"): FlashAttention-3's chunked attention, which narrows the KV
 range to the chunks of the CTA's rows and masks every step, each row to its own chunk.
+
+Packed sequences (flash_attn_varlen_func, fa2.cu's kExt build with cu_seqlens): each sequence runs as a launch of
+its own (``simulate``: its lengths, its batch index for the philox offsets and ALiBi row, flash-attn's Is_even_MN
+off, the launch's window). Split-KV ("fa2_splitkv", fa2.cu's kSplit build, flash-attn's
+compute_attn_1rowblock_splitkv): split i of n takes KV blocks [i per, (i + 1) per) of the launch's
+ceil(seqlen_k / kBlockN), per = ceil(that / n); an empty range writes O 0 and LSE -inf; the masked steps check
+for -inf rows when causal, local or not Is_even_MN (the launch's: also off for a local window, ALiBi, a padded
+head dim or head dims above 128); with n > 1 each split writes f32 O and its LSE, and :func:`combine` (fa2.cu's
+combine kernel, flash-attn's combine_attn_seqk_parallel) merges them.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -47,12 +56,16 @@ from flashsim.kernels.spec import fa2_smem_layout as smem_layout  # noqa: F401 (
 from flashsim.kernels.spec import get
 from flashsim.kernels.common import MMA_TYPE, NEG_INF, POS_INF, XOR, CtaJob, narrow, quad_merge, quad_split, run_job
 from flashsim.numerics.cfloat import FAST_MATH as F  # fa2.cu is built with --use_fast_math
-from flashsim.numerics.cfloat import __logf, exp2f, fmaxf, fmul_rn, tanh_approx, where
+from flashsim.numerics.cfloat import __logf, exp2f, expf, fmaxf, fmul_rn, tanh_approx, where
+from flashsim.numerics import sfu
 from flashsim.numerics.mma import gemm
 from flashsim.numerics.philox import keep_tiles
 from flashsim.swizzle import cute_swizzle
 from flashsim.trace.record import acc_index, active, quad_index
 from flashsim.trace.spec import array_names
+
+
+_LN2 = 0x3F317218  # 0.69314718246459960938f, __logf's ln 2
 
 
 def smem_offset(r, c, rows: int) -> np.ndarray:
@@ -95,6 +108,22 @@ class Problem:
     philox_seed: int = 0
     philox_offset: int = 0
     return_softmax: bool = False
+    # one sequence of a packed launch (AttentionArgs.sequence): its batch index in the launch (philox offsets,
+    # ALiBi row); its lengths are seqlen_q and seqlen_k, and flash-attn's Is_even_MN is off
+    batch_offset: int = 0
+    varlen: bool = False
+    # fa2.cu's kSplit instances ("fa2_splitkv"): split n_split of num_splits, over the KV blocks of the launch's
+    # seqlen_k; kernel_even_mn is the launch's Is_even_MN (run_flash_splitkv_fwd); with num_splits > 1 the CTAs
+    # write f32 O and an LSE of -inf for empty rows (the combine's input)
+    split_kernel: bool = False
+    n_split: int = 0
+    num_splits: int = 1
+    kernel_even_mn: bool = True
+
+    @property
+    def split_out(self) -> bool:
+        """The CTAs write a split's f32 O and LSE (more than one split)."""
+        return self.split_kernel and self.num_splits > 1
 
     @property
     def dv(self) -> int:
@@ -120,17 +149,24 @@ class Problem:
 
     @property
     def even_mn(self) -> bool:
-        return self.seqlen_q % self.block_m == 0 and self.seqlen_k % self.block_n == 0
+        """fa2.cu's even_mn: the kSplit launch's Is_even_MN, never for packed sequences, else both seqlens
+        multiples of the tiles."""
+        if self.split_kernel:
+            return self.kernel_even_mn
+        return not self.varlen and self.seqlen_q % self.block_m == 0 and self.seqlen_k % self.block_n == 0
 
     def n_block_range(self, m_block) -> tuple[np.ndarray, np.ndarray]:
         """(n_block_min, n_block_max) of each m_block, with C++ integer division (truncation toward 0)."""
         m_block = np.asarray(m_block, np.int64)
         bn = self.block_n
+        per = -(-(-(-self.seqlen_k // bn)) // self.num_splits)  # a split's blocks (kSplit)
+        split_lo = self.n_split * per
         if self.is_local:
-            lo = np.maximum(0, _cdiv_trunc(m_block * self.block_m + self.seqlen_k - self.seqlen_q - self.window_left, bn))
+            lo = np.maximum(split_lo, _cdiv_trunc(m_block * self.block_m + self.seqlen_k - self.seqlen_q
+                                                  - self.window_left, bn))
         else:
-            lo = np.zeros_like(m_block)
-        hi = np.full_like(m_block, _cdiv_trunc(self.seqlen_k + bn - 1, bn))
+            lo = np.full_like(m_block, split_lo)
+        hi = np.full_like(m_block, min(_cdiv_trunc(self.seqlen_k + bn - 1, bn), split_lo + per))
         if self.is_causal or self.is_local:
             hi = np.minimum(hi, _cdiv_trunc((m_block + 1) * self.block_m + self.seqlen_k - self.seqlen_q
                                             + self.window_right + bn - 1, bn))
@@ -192,7 +228,20 @@ def problem(inst, args) -> Problem:
                    headdim_v=None if inst.headdim_v == inst.headdim else inst.headdim_v,
                    alibi=alibi_slopes(args), dropout=args.dropout_p > 0,
                    p_dropout_u8=int(args.params_p_dropout_in_uint8_t), rp_dropout=np.float32(args.params_rp_dropout),
-                   philox_seed=int(seed), philox_offset=int(offset), return_softmax=bool(args.return_softmax))
+                   philox_seed=int(seed), philox_offset=int(offset), return_softmax=bool(args.return_softmax),
+                   **_split_fields(inst, args))
+
+
+def _split_fields(inst, args) -> dict:
+    """The kSplit launch's Problem fields: flash-attn's Is_even_MN of the split-KV kernel (run_flash_splitkv_fwd:
+    both seqlens multiples of the tiles, not packed, d the instance's, no local window, no ALiBi, head dim <=
+    128) and the split count."""
+    if "splitkv" not in inst.spec.features:
+        return {}
+    even = (not args.varlen and args.seqlen_q % inst.block_m == 0 and args.seqlen_k % inst.block_n == 0
+            and args.headdim_padded == inst.headdim and not args.is_local and args.alibi_slopes is None
+            and inst.headdim <= 128)
+    return dict(split_kernel=True, num_splits=args.num_splits, kernel_even_mn=even)
 
 
 def problem_from_args(args, kernel: str = "fa2") -> Problem:
@@ -223,7 +272,7 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
     g = idx.size
     rows = m_block[:, None] * bm + np.arange(bm)[None, :]                             # (g, bm)
     row_ok = rows < pb.seqlen_q
-    empty = hi <= lo if (pb.is_causal or pb.local_mask or not pb.even_mn) else np.zeros(g, bool)
+    empty = hi <= lo if (pb.split_kernel or pb.is_causal or pb.local_mask or not pb.even_mn) else np.zeros(g, bool)
     if rec is not None:
         rec.event("empty", idx[empty])
         rec.event("load_q", idx[~empty])
@@ -301,7 +350,8 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
         for x in (2, 1):
             mx = fmaxf(mx, mx[..., XOR[x]])
         if not first:
-            check_inf = (pb.is_causal or pb.local_mask) if masking else pb.local_mask
+            check_inf = ((pb.is_causal or pb.local_mask or (pb.split_kernel and not pb.even_mn)) if masking
+                         else pb.local_mask)
             cur = where(mx == -np.inf, 0.0, mx) if check_inf else mx
             c = exp2f((prev - cur) * scale_log2)
             ao = ao * c[..., :1]
@@ -321,7 +371,8 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
         row_sum[act] = sm.bits
         p16 = narrow(quad_merge(p.bits), pb.dtype)
         if pb.dropout or pb.return_softmax:
-            keep = keep_tiles(pb.philox_seed, pb.philox_offset, pb.p_dropout_u8, pb.heads, bidb[act], head[act],
+            keep = keep_tiles(pb.philox_seed, pb.philox_offset, pb.p_dropout_u8, pb.heads, bidb[act] + pb.batch_offset,
+                              head[act],
                               m_block[act] * bm, nb * bn, bm, bn)
             if pb.return_softmax:  # the dropped ones with the sign bit flipped
                 probs.append((act, nb, np.where(keep, p16, p16 ^ np.uint16(0x8000)).astype(np.uint16)))
@@ -342,7 +393,8 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
     inv = where(empty_row, 1.0, 1.0 / sm)
     if pb.dropout:
         inv = inv * pb.rp_dropout
-    lse_v = where(empty_row, np.inf, F(row_max)[..., 0] * pb.scale_softmax + __logf(sm)).bits
+    lse_empty = -np.inf if pb.split_out else np.inf  # a split's empty row: -inf, which the combine skips
+    lse_v = where(empty_row, lse_empty, F(row_max)[..., 0] * pb.scale_softmax + __logf(sm)).bits
     acc_o = (F(acc_o) * inv[..., None]).bits
     if rec is not None:
         full = np.nonzero(~empty)[0]
@@ -350,10 +402,10 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
         rec.event("normalize", idx[full], (lse_f, mp["lse"]), (acc_f, mp["acc_o"]))
         lse_v[full], acc_o[full] = lse_f, acc_f
         rec.event("store_o", idx[full])
-    out = narrow(acc_o, pb.dtype)
-    # empty CTAs: O = 0, lse = +inf
+    out = acc_o.copy() if pb.split_out else narrow(acc_o, pb.dtype)  # a split's O stays f32
+    # empty CTAs: O = 0, lse = +inf (a split's: -inf)
     out[empty] = 0
-    lse_v[empty] = POS_INF
+    lse_v[empty] = NEG_INF if pb.split_out else POS_INF
     if pb.return_softmax:
         return out, lse_v, probs
     return out, lse_v
@@ -391,7 +443,7 @@ def forward(pb: Problem, q, k, v, *, batch: int | None = None, threads: int | No
     for name, x, d in (("q", q, pb.headdim), ("k", k, pb.headdim), ("v", v, pb.dv)):
         if np.asarray(x).dtype != np.uint16 or np.asarray(x).ndim != 4 or x.shape[-1] != d:
             raise bad_argument(name, getattr(x, "shape", x), f"expected uint16 patterns (batch, seqlen, heads, {d})")
-    o = np.zeros((*q.shape[:-1], pb.dv), np.uint16)
+    o = np.zeros((*q.shape[:-1], pb.dv), np.uint32 if pb.split_out else np.uint16)  # a split's O: f32 bits
     lse = np.zeros((pb.batch, pb.heads, pb.seqlen_q), np.uint32)
     # return_softmax: S_dmask (batch, heads, seqlen_q and seqlen_k rounded up to 128); tiles no CTA visits
     # stay 0 (flash-attn leaves them as torch.empty left them)
@@ -431,11 +483,100 @@ def pad_inputs(args, q, k, v, kernel: str = "fa2"):
     return out
 
 
+def combine(pb: Problem, oaccum: np.ndarray, lse_accum: np.ndarray):
+    """fa2.cu's combine kernel (flash-attn's combine_attn_seqk_parallel) on the splits' outputs: ``oaccum`` (splits,
+    batch, seqlen_q, heads, dv) and ``lse_accum`` (splits, batch, heads, seqlen_q), f32 bits. Returns (O 16-bit
+    (batch, seqlen_q, heads, dv), LSE f32 bits (batch, heads, seqlen_q)).
+
+    Per row: R = min(128 / kBlockM, max_splits) threads (kBlockM 4 when the head dim is a multiple of 128, else
+    8), thread r holding the splits r, r + R, ... (-inf past num_splits); FMNMX over its splits, then the butterfly
+    over R; a max of -inf becomes 0; the sum of ``expf(lse - max)`` the same way (FADD.FTZ); lse = +inf for a zero or
+    NaN sum, else ``logf(sum) + max`` (``FFMA.FTZ lg2(sum), ln 2, max``); each split's scale ``expf(lse_s - lse)``; O = FFMA.FTZ(scale_s, oaccum_s,
+    O) over the splits in order from +0, then cvt.rn to 16 bits."""
+    splits, d = pb.num_splits, pb.headdim
+    kbm = 4 if d % 128 == 0 else (8 if d % 64 == 0 else 16)
+    max_splits = max(2, 1 << (splits - 1).bit_length())
+    r_threads = min(128 // kbm, max_splits)
+    per_thread = -(-max_splits * kbm // 128)
+    rows = pb.batch * pb.heads * pb.seqlen_q
+    x = np.full((max_splits, rows), NEG_INF, np.uint32)
+    x[:splits] = lse_accum.reshape(splits, rows)
+    xs = F(x.reshape(per_thread, r_threads, rows))                       # [l, r]: split l R + r
+    lanes = np.arange(r_threads)
+    mx = xs[0]
+    for i in range(1, per_thread):
+        mx = fmaxf(mx, xs[i])
+    off = r_threads // 2
+    while off >= 1:
+        mx = fmaxf(mx, mx[lanes ^ off])
+        off //= 2
+    mx = mx[0]
+    mx = where(mx == -np.inf, 0.0, mx)
+    sm = expf(xs[0] - mx)
+    for i in range(1, per_thread):
+        sm = sm + expf(xs[i] - mx)
+    off = r_threads // 2
+    while off >= 1:
+        sm = sm + sm[lanes ^ off]
+        off //= 2
+    sm = sm[0]
+    # logf(sum) + max under fast math: MUFU.LG2, then the ln 2 multiply contracted into the add (FFMA.FTZ)
+    lg2 = F(sfu.lg2_approx_f32(sm.bits, ftz=True))
+    logsum = where((sm == 0.0) | (sm != sm), np.inf, lg2 * F(np.uint32(_LN2)) + mx)
+    scale = expf(F(x[:splits]) - logsum)                                  # (splits, rows)
+    # Oaccum rows in (batch, heads, seqlen_q) order, as the scales
+    oa = oaccum.transpose(0, 1, 3, 2, 4).reshape(splits, rows, -1)
+    o = F(np.zeros(oa.shape[1:], np.uint32))
+    for sp in range(splits):
+        o = scale[sp][:, None] * F(oa[sp]) + o
+    out = narrow(o.bits, pb.dtype).reshape(pb.batch, pb.heads, pb.seqlen_q, -1).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(out), logsum.bits.reshape(pb.batch, pb.heads, pb.seqlen_q)
+
+
+def simulate(pb: Problem, args, q, k, v, *, threads: int | None = None, progress=None, rec=None, cluster=None):
+    """The launch of ``pb`` on padded 16-bit inputs, as :func:`forward` returns it, for every kind of call: a
+    packed call runs each sequence as a launch of its own (``AttentionArgs.sequence``: its lengths, batch index
+    and ALiBi row, flash-attn's BlockInfo), a split-KV call (``num_splits > 1``) each split and then the combine
+    kernel. Shapes of the call (``args.out_shape``, ``args.lse_shape``)."""
+    kw = dict(threads=threads, rec=rec, cluster=cluster)
+    if args.varlen:
+        o = np.zeros((*q.shape[:-1], pb.dv), np.uint16)
+        lse = np.full(args.lse_shape, POS_INF, np.uint32)  # rows of no sequence: out 0, LSE +inf
+        s_dmask = np.zeros(pb.s_dmask_shape, np.uint16) if pb.return_softmax else None
+        cu_q, cu_k = args.cu_seqlens_q, args.cu_seqlens_k
+        sq, sk = args.seqlens()
+        totals = [-(-int(n) // pb.block_m) * pb.heads for n in sq]
+        for b in range(args.batch):
+            if sq[b] == 0:  # every CTA of the sequence returns at once
+                continue
+            done = sum(totals[:b])
+            hook = None if progress is None else (lambda d, t, done=done: progress(done + d, sum(totals)))
+            sub = replace(pb, batch=1, seqlen_q=int(sq[b]), seqlen_k=int(sk[b]), batch_offset=b, varlen=True,
+                          alibi=None if pb.alibi is None else (pb.alibi[b],))
+            q0, k0 = cu_q[b], cu_k[b]
+            res = forward(sub, q[None, q0:q0 + sq[b]], k[None, k0:k0 + sk[b]], v[None, k0:k0 + sk[b]],
+                          progress=hook, **kw)
+            o[q0:q0 + sq[b]] = res[0][0]
+            lse[:, q0:q0 + sq[b]] = res[1][0]
+            if s_dmask is not None:
+                s_dmask[b, :, :res[2].shape[2], :res[2].shape[3]] = res[2][0]
+        return (o, lse) if s_dmask is None else (o, lse, s_dmask)
+    if pb.split_out:
+        parts = [forward(replace(pb, n_split=i), q, k, v, progress=None if progress is None else
+                         (lambda d, t, i=i: progress(i * t + d, pb.num_splits * t)), **kw)
+                 for i in range(pb.num_splits)]
+        return combine(pb, np.stack([r[0] for r in parts]), np.stack([r[1] for r in parts]))
+    return forward(pb, q, k, v, progress=progress, **kw)
+
+
 def run(q, k, v, softmax_scale=None, *, kernel: str = "fa2", threads: int | None = None, progress=None, rec=None,
         workers: int | None = None, scheduler: str | None = None, client=None, **kw):
     """The twin of ``kernel`` (fa2 or another configuration of it) with flash_attn_func's conventions:
     returns (out with q's dtype and shape, lse float32), and with dropout and ``return_attn_probs`` the
-    probabilities S_dmask (q's dtype, (batch, heads, seqlen_q and seqlen_k rounded up to 128)) third.
+    probabilities S_dmask (q's dtype, (batch, heads, seqlen_q and seqlen_k rounded up to 128)) third. Packed
+    sequences (``cu_seqlens_q``, ``cu_seqlens_k``, ``max_seqlen_q``, ``max_seqlen_k``: flash_attn_varlen_func's) give
+    out (total_q, heads, headdim) and lse (heads, total_q); ``num_splits`` > 1 (kernel fa2_splitkv) runs the
+    splits and the combine kernel.
 
     Where the CTAs run: ``threads`` threads of this process (default: the cores); ``workers=N`` a local Dask
     cluster of N processes started for this call, ``scheduler='tcp://host:port'`` or ``client=`` an existing
@@ -443,13 +584,13 @@ def run(q, k, v, softmax_scale=None, *, kernel: str = "fa2", threads: int | None
     from flashsim.cluster import using
 
     args = check(q, k, v, softmax_scale, kernel, **kw)
-    if args.seqlen_k == 0:  # mha_fwd: no launch; out 0, lse +inf
+    if args.launches_nothing:  # mha_fwd (mha_varlen_fwd: max_seqlen_k == 0): no launch; out 0, lse +inf
         res = np.zeros(args.out_shape, args.np_dtype), np.full(args.lse_shape, np.inf, np.float32)
         return res + (np.zeros(args.s_dmask_shape, args.np_dtype),) if args.return_softmax else res
     pb = problem_from_args(args, kernel)
     qp, kp, vp = pad_inputs(args, q, k, v, kernel)
     with using(workers=workers, scheduler=scheduler, client=client) as cl:
-        res = forward(pb, qp, kp, vp, threads=threads, progress=progress, rec=rec, cluster=cl)
+        res = simulate(pb, args, qp, kp, vp, threads=threads, progress=progress, rec=rec, cluster=cl)
     out = (np.ascontiguousarray(res[0][..., :args.headdim_v]).view(args.np_dtype), res[1].view(np.float32))
     return out + (res[2].view(args.np_dtype),) if args.return_softmax else out
 
@@ -459,27 +600,45 @@ def run(q, k, v, softmax_scale=None, *, kernel: str = "fa2", threads: int | None
 
 def launch_args(inst, args, q, k, v, xp):
     """fa2.cu's parameters on the array module ``xp``: q, k, v zero-padded to the instance's head dim, o,
-    lse, then the scalars of :class:`Problem`; ``fetch()`` gives (out cropped to the head dim, lse)."""
+    lse, then the scalars of :class:`Problem` (and of the kChunked, kExt or kSplit entry points); ``fetch()``
+    gives (out cropped to the head dim, lse[, S_dmask]). A split-KV launch with more than one split returns a
+    fourth item: the combine kernel's launch (entry point, grid, parameters)."""
     pb = problem(inst, args)
     d_q, d_k, d_v = (xp.asarray(x) for x in pad_inputs(args, q, k, v, inst.spec.name))
     d_o = xp.zeros(d_q.shape, d_q.dtype)
-    d_lse = xp.zeros(args.lse_shape, np.float32)
+    # packed: rows of no sequence keep out 0 and LSE +inf
+    d_lse = xp.asarray(np.full(args.lse_shape, np.inf if args.varlen else 0.0, np.float32))
     params = (d_q, d_k, d_v, d_o, d_lse, np.int32(pb.seqlen_q), np.int32(pb.seqlen_k), np.int32(pb.heads),
               np.int32(pb.heads_k), np.float32(pb.scale_softmax), np.float32(pb.scale_softmax_log2),
               np.float32(pb.softcap), np.int32(pb.window_left), np.int32(pb.window_right),
               np.int32(pb.is_causal), np.int32(pb.is_local))
     if "chunk" in inst.spec.features:  # the kChunked entry points take attention_chunk last
         params += (np.int32(pb.attention_chunk),)
-    d_p = None
-    if inst.uses_ext(args):  # the kExt entry points (fa2.cu's header)
-        slopes = args.alibi_array
-        d_slopes = xp.asarray(np.ascontiguousarray(slopes)) if slopes is not None else None
+    null = np.uint64(0)
+    slopes = args.alibi_array
+    d_slopes = xp.asarray(np.ascontiguousarray(slopes)) if slopes is not None else null
+    d_p, post = None, ()
+    if pb.split_kernel:  # the kSplit entry points (fa2.cu)
+        d_oacc = d_lacc = null
+        if pb.split_out:
+            d_oacc = xp.zeros((pb.num_splits, *d_q.shape), np.float32)
+            d_lacc = xp.zeros((pb.num_splits, *args.lse_shape), np.float32)
+            max_splits = max(2, 1 << (pb.num_splits - 1).bit_length())
+            kbm = 4 if inst.headdim % 128 == 0 else 8
+            rows = args.batch * args.heads * args.seqlen_q
+            post = ((inst.combine_function(args.dtype), (-(-rows // kbm), 1, 1),
+                     (d_oacc, d_lacc, d_o, d_lse, np.int32(args.batch), np.int32(args.heads), np.int32(args.seqlen_q),
+                      np.int32(pb.num_splits), np.int32(max_splits))),)
+        params += (d_slopes, np.int32(args.heads), d_oacc, d_lacc, np.int32(pb.kernel_even_mn), np.int32(args.batch))
+    elif inst.uses_ext(args):  # the kExt entry points (fa2.cu's header)
         d_p = xp.zeros(args.s_dmask_shape, np.uint16) if args.return_softmax else None
-        params += (d_slopes if d_slopes is not None else np.uint64(0), np.int32(args.heads),
+        packed = [xp.asarray(np.asarray(c, np.int32)) for c in (args.cu_seqlens_q, args.cu_seqlens_k)] \
+            if args.varlen else [null, null]
+        params += (d_slopes, np.int32(args.heads),
                    np.int32(pb.dropout), np.uint32(pb.p_dropout_u8), np.float32(pb.rp_dropout),
                    np.uint64(pb.philox_seed), np.uint64(pb.philox_offset),
-                   d_p if d_p is not None else np.uint64(0), np.int32(args.seqlen_q_rounded),
-                   np.int32(args.seqlen_k_rounded))
+                   d_p if d_p is not None else null, np.int32(args.seqlen_q_rounded),
+                   np.int32(args.seqlen_k_rounded), *packed, np.int32(args.total_q))
 
     def fetch():
         out = np.ascontiguousarray(xp.asnumpy(d_o)[..., :args.headdim]).view(args.np_dtype)
@@ -487,7 +646,7 @@ def launch_args(inst, args, q, k, v, xp):
             return out, xp.asnumpy(d_lse), xp.asnumpy(d_p).view(args.np_dtype)
         return out, xp.asnumpy(d_lse)
 
-    return params, fetch, None
+    return (params, fetch, None) + ((post,) if post else ())
 
 
 #: every traced register is an f32 (flashsim.trace.spec.register_format)

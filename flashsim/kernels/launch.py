@@ -39,21 +39,28 @@ class Prepared:
     smem: int
     fetch: Any
     reset: Any = None  # clears outputs a kernel accumulates into (v5/v6 read O back)
+    post: tuple = ()  # kernels launched after it, in order: (func, grid, params), 128 threads, static smem only
 
     def launch(self):
         if self.reset is not None:
             self.reset()
         self.func(self.grid, (self.threads,), self.params, shared_mem=self.smem)
+        for func, grid, params in self.post:
+            func(grid, (self.threads,), params)
 
     def result(self):
         if self.reset is not None:
             self.reset()
         if self.interpreted:
             self.func(self.grid, (self.threads,), self.params, shared_mem=self.smem)
+            for func, grid, params in self.post:
+                func(grid, (self.threads,), params)
         else:
             from flashsim import device
 
             device.launch(self.func, self.grid, self.threads, self.params, shared_mem=self.smem)
+            for func, grid, params in self.post:
+                device.launch(func, grid, self.threads, params)
         return self.fetch()
 
     @property
@@ -95,16 +102,19 @@ def prepare(kernel: str, q, k, v, softmax_scale=None, *, trace: bool = False, ba
     spec, args = check(kernel, q, k, v, softmax_scale, **kw)
     if backend not in BACKENDS:
         raise bad_argument("backend", backend, f"expected one of {BACKENDS}")
-    if args.seqlen_k == 0:
-        raise bad_argument("k.shape", k.shape, "seqlen_k == 0: flash_attn_func launches no kernel (out 0, lse +inf)")
+    if args.launches_nothing:
+        raise bad_argument("k.shape", k.shape, "seqlen_k == 0 (or no query rows in packed sequences): flash_attn_func "
+                                               "launches no kernel (out 0, lse +inf)")
     inst = spec.instance_for(args)
     xp, get_kernel = _backend(backend)
     func = get_kernel(spec.source, inst.function(args.dtype, args), options=spec.build_options(trace), arch=spec.arch)
     smem = inst.smem_bytes
     if smem > _DEFAULT_SMEM:
         func.max_dynamic_shared_size_bytes = smem
-    params, fetch, reset = spec.twin_module.launch_args(inst, args, q, k, v, xp)
-    return Prepared(func, inst.grid(args), spec.threads, params, smem, fetch, reset)
+    params, fetch, reset, *post = spec.twin_module.launch_args(inst, args, q, k, v, xp)
+    after = tuple((get_kernel(spec.source, name, options=spec.build_options(trace), arch=spec.arch), grid, p)
+                  for name, grid, p in (post[0] if post else ()))
+    return Prepared(func, inst.grid(args), spec.threads, params, smem, fetch, reset, after)
 
 
 def run_kernel(kernel: str, q, k, v, softmax_scale=None, **kw):
@@ -112,7 +122,7 @@ def run_kernel(kernel: str, q, k, v, softmax_scale=None, **kw):
     that writes LSE, else (out, None); with dropout and return_attn_probs (fa2) the probabilities third. seqlen_k == 0 returns out 0 (and lse +inf) without a launch, as
     flash_attn_func does. ``backend`` and ``trace`` as for :func:`prepare`."""
     spec, args = check(kernel, q, k, v, softmax_scale, **{n: x for n, x in kw.items() if n not in ("backend", "trace")})
-    if args.seqlen_k == 0:
+    if args.launches_nothing:
         lse = np.full(args.lse_shape, np.inf, np.float32) if spec.writes_lse else None
         res = np.zeros(args.out_shape, args.np_dtype), lse
         return res + (np.zeros(args.s_dmask_shape, args.np_dtype),) if args.return_softmax else res

@@ -39,6 +39,10 @@ SOFTCAPS = (0.0, 0.0, 0.0, 5.0, 30.0)
 #: the dropout probabilities, return_attn_probs and ALiBi slopes' shapes of a kernel that models them
 DROPOUTS = (0.0, 0.0, 0.17, 0.5)
 ALIBIS = ("none", "none", "heads", "batch")
+#: split counts a split-KV kernel's problems draw (many beyond the KV blocks: empty splits)
+SPLITS = (2, 3, 4, 5, 8, 16, 128)
+#: batch sizes of packed problems (flash_attn_varlen_func), each sequence's lengths drawn of its own
+VARLEN_BATCH = (1, 2, 3, 5)
 _NP = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 # scale that puts N(0, 1) entries into the subnormal range of each format (f16 below 2^-14, bf16 below 2^-126)
 _SUBNORMAL = {"float16": 2.0**-17, "bfloat16": 2.0**-129}
@@ -97,6 +101,14 @@ def draw_params(pick: Pick, kernel: str, force: dict | None = None) -> dict:
         p["return_attn_probs"] = bool(p["dropout_p"]) and pick("return_attn_probs", (False, True))
     if "alibi" in spec.features:
         p["alibi"] = pick("alibi", ALIBIS)
+    if "splitkv" in spec.features:
+        p["num_splits"] = pick("num_splits", SPLITS)
+    if "varlen" in spec.features and pick("varlen", (False,)):  # packed sequences only when forced
+        b = p["batch"] = pick("varlen_batch", VARLEN_BATCH)
+        p["seqlens_q"] = tuple(pick("seqlen_q", dom.seqlen_q + (0,)) for _ in range(b))
+        p["seqlens_k"] = tuple(pick("seqlen_k", (dom.seqlen_k or dom.seqlen_q) + (0,)) for _ in range(b))
+        p["seqlen_q"], p["seqlen_k"] = max(p["seqlens_q"]), max(p["seqlens_k"])
+        p["varlen"] = True
     return p
 
 
@@ -122,27 +134,33 @@ class Case:
                                      f"chunk={p['attention_chunk']}" if p.get("attention_chunk") else "",
                                      f"dropout={p['dropout_p']}" if p.get("dropout_p") else "",
                                      "probs" if p.get("return_attn_probs") else "",
-                                     f"alibi={p['alibi']}" if p.get("alibi", "none") != "none" else "") if x)
-        return (f"{p['kernel']} {p['dtype']} b={p['batch']} h={p['heads']}/{p['heads_k']} sq={p['seqlen_q']} "
-                f"sk={p['seqlen_k']} d={p['headdim']} {p['kind']} seed={p['seed']} {extra}").rstrip()
+                                     f"alibi={p['alibi']}" if p.get("alibi", "none") != "none" else "",
+                                     f"splits={p['num_splits']}" if p.get("num_splits") else "") if x)
+        sq, sk = (p["seqlens_q"], p["seqlens_k"]) if p.get("varlen") else (p["seqlen_q"], p["seqlen_k"])
+        return (f"{p['kernel']} {p['dtype']} b={p['batch']} h={p['heads']}/{p['heads_k']} sq={sq} "
+                f"sk={sk} d={p['headdim']} {p['kind']} seed={p['seed']} {extra}").rstrip()
 
 
 def make_case(params: dict) -> Case:
     p = params
     rng = np.random.default_rng(p["seed"])
     dt = _NP[p["dtype"]]
-    qs = (p["batch"], p["seqlen_q"], p["heads"], p["headdim"])
-    ks = (p["batch"], p["seqlen_k"], p["heads_k"], p["headdim"])
+    if p.get("varlen"):  # packed: every sequence's rows, then one row of no sequence
+        qs = (sum(p["seqlens_q"]) + 1, p["heads"], p["headdim"])
+        ks = (sum(p["seqlens_k"]) + 1, p["heads_k"], p["headdim"])
+    else:
+        qs = (p["batch"], p["seqlen_q"], p["heads"], p["headdim"])
+        ks = (p["batch"], p["seqlen_k"], p["heads_k"], p["headdim"])
     spec = get(p["kernel"])
-    vs = ks[:3] + (spec.headdim_v(p["headdim"]) if "hdim_v" in spec.features else p["headdim"],)
+    vs = ks[:-1] + (spec.headdim_v(p["headdim"]) if "hdim_v" in spec.features else p["headdim"],)
     q, k, v = rng.standard_normal(qs), rng.standard_normal(ks), rng.standard_normal(vs)
     kind = p["kind"]
     if kind == "large":
         f = float(rng.uniform(4, 16))
         q, k = q * f, k * f
     elif kind == "identical":
-        k[:] = k[:, :1]
-        v[:] = v[:, :1]
+        k[:] = k[:1] if p.get("varlen") else k[:, :1]
+        v[:] = v[:1] if p.get("varlen") else v[:, :1]
     elif kind == "subnormal":
         s = _SUBNORMAL[p["dtype"]]
         q, k, v = q * s * 64, k * s * 64, v * s
@@ -186,6 +204,12 @@ def call_kwargs(p: dict) -> dict:
                       return_attn_probs=bool(p.get("return_attn_probs")))
     if p.get("alibi", "none") != "none":
         kwargs["alibi_slopes"] = alibi_slopes(p)
+    if p.get("num_splits"):
+        kwargs["num_splits"] = p["num_splits"]
+    if p.get("varlen"):
+        kwargs.update(cu_seqlens_q=np.cumsum((0,) + tuple(p["seqlens_q"])).astype(np.int32),
+                      cu_seqlens_k=np.cumsum((0,) + tuple(p["seqlens_k"])).astype(np.int32),
+                      max_seqlen_q=p["seqlen_q"], max_seqlen_k=p["seqlen_k"])
     return kwargs
 
 

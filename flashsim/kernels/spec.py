@@ -51,9 +51,11 @@ FEATURES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "hdim_v": ("a V head dim other than Q's", lambda a: a.headdim_v != a.headdim),
     "dropout": ("dropout", lambda a: a.dropout_p > 0),
     "alibi": ("ALiBi (alibi_slopes)", lambda a: a.alibi_slopes is not None),
+    "varlen": ("packed sequences (cu_seqlens)", lambda a: a.varlen),
+    "splitkv": ("split-KV (num_splits > 1)", lambda a: a.num_splits > 1),
 }
 #: the features a kernel runs on the second build of its instances (``KernelSpec.ext_entry``)
-EXT_FEATURES = frozenset({"dropout", "alibi"})
+EXT_FEATURES = frozenset({"dropout", "alibi", "varlen"})
 #: sm_90: the most shared memory one CTA may have (227 KiB, after opting in above the 48 KiB default)
 SMEM_LIMIT = 227 * 1024
 #: a persistent kernel's CTAs: the SMs of an H100 SXM (and H200); the bits do not depend on it
@@ -154,7 +156,10 @@ class KernelSpec:
       fewer), each walking work tiles of (m_block, head, batch) as its kernel's header says;
     - ``ext_entry``: for a kernel with features of :data:`EXT_FEATURES` (dropout, ALiBi), the entry point format
       of the instances' second build, which takes them as launch parameters (fa2.cu's kExt); a call asking
-      for one of them runs it, every other call the plain entry point.
+      for one of them runs it, every other call the plain entry point;
+    - ``combine_entry``: a split-KV kernel (with "splitkv": grid (query blocks, num_splits, batch * heads)) has
+      a second kernel that merges the splits (flash-attn's combine kernel), launched after it when
+      num_splits > 1.
     """
 
     name: str
@@ -180,6 +185,7 @@ class KernelSpec:
     row_warps: int | None = None
     persistent: bool = False
     ext_entry: str | None = None
+    combine_entry: str | None = None
 
     def __post_init__(self) -> None:
         from flashsim.kernels.sources import check_options
@@ -210,6 +216,8 @@ class KernelSpec:
         if (self.ext_entry is not None) != bool(EXT_FEATURES & set(self.features)):
             fail("ext_entry", self.ext_entry, f"an entry point of the second build exactly when the kernel models "
                                               f"one of {sorted(EXT_FEATURES)}")
+        if (self.combine_entry is not None) != ("splitkv" in self.features):
+            fail("combine_entry", self.combine_entry, "a combine kernel exactly when the kernel models 'splitkv'")
         if self.acc not in ACCUMULATORS:
             fail("acc", self.acc, f"expected one of {ACCUMULATORS}")
         check_options(self.options)
@@ -254,7 +262,7 @@ class KernelSpec:
                                                          "slices of P V)")
 
     def _check_entry(self) -> None:
-        for name, entry in (("ext_entry", self.ext_entry), ("entry", self.entry)):
+        for name, entry in (("ext_entry", self.ext_entry), ("entry", self.entry), ("combine_entry", self.combine_entry)):
             if entry is not None:
                 self._check_entry_format(name, entry)
 
@@ -383,8 +391,9 @@ class KernelSpec:
         """Every ``extern "C"`` entry point of the kernel (instances by head dim, then element types; then those
         of ``ext_entry``)."""
         tiles = sorted(self.tiles, key=lambda t: t.headdim or 0)
-        entries = (self.entry,) + ((self.ext_entry,) if self.ext_entry else ())
-        return [e.format(hdim=t.headdim, dtype=DTYPE_SUFFIX[d]) for e in entries for t in tiles for d in self.dtypes]
+        entries = (self.entry,) + tuple(e for e in (self.ext_entry, self.combine_entry) if e)
+        names = [e.format(hdim=t.headdim, dtype=DTYPE_SUFFIX[d]) for e in entries for t in tiles for d in self.dtypes]
+        return list(dict.fromkeys(names))
 
     def build_options(self, trace: bool = False) -> tuple[str, ...]:
         """NVRTC options of the kernel's build; ``trace`` adds -DFS_TRACE_BUILD (gpu/kernels/trace.cuh)."""
@@ -422,6 +431,10 @@ class Instance:
         """Whether a call (AttentionArgs) runs the ``ext_entry`` build: it asks for dropout or ALiBi."""
         return self.spec.ext_entry is not None and any(FEATURES[f][1](args) for f in EXT_FEATURES)
 
+    def combine_function(self, dtype: str) -> str:
+        """The entry point of the combine kernel of a split-KV instance."""
+        return self.spec.combine_entry.format(hdim=self.headdim, dtype=DTYPE_SUFFIX[dtype])
+
     def function(self, dtype: str, args=None) -> str:
         """The entry point of this instance for element type ``dtype`` (for the call ``args``: the ext build
         when it asks for one of EXT_FEATURES)."""
@@ -455,6 +468,8 @@ class Instance:
         (min(work tiles, PERSISTENT_CTAS), 1, 1)."""
         if self.spec.persistent:
             return (max(1, min(self.work_tiles(args), PERSISTENT_CTAS)), 1, 1)
+        if "splitkv" in self.spec.features:
+            return (-(-args.seqlen_q // self.block_m), args.num_splits, args.batch * args.heads)
         return (-(-args.seqlen_q // self.block_m), args.heads, args.batch)
 
     def ctas(self, args) -> int:
@@ -642,3 +657,19 @@ register(KernelSpec(
     doc="fa2 with chunked attention (FlashAttention-3's attention_chunk: a query attends only the keys of its "
         "chunk, with any causal/local window) and the tiles of flash-attn's sm80 traits (128 x 128 at head dim 64, "
         "128 x 64 at 128)"))
+# split-KV (flash-attn's compute_attn_1rowblock_splitkv and combine_attn_seqk_parallel) in fa2.cu's kSplit
+# instances, with the tiles of run_mha_fwd_splitkv_dispatch for more than one split (64 x 256 at head dim 64,
+# 64 x 128 at 128, 64 x 64 above); flash_attn_func(num_splits=...) runs it when the count is above 1. NVRTC 13.0
+# leaves the row sum's rescale uncontracted in all four (the interpreter against the twin showed it)
+register(KernelSpec(
+    name="fa2_splitkv", entry="fa2_splitkv_hdim{hdim}_{dtype}", ext_entry="fa2_splitkv_hdim{hdim}_{dtype}",
+    combine_entry="fa2_combine_hdim{hdim}_{dtype}", traceable=False,
+    tiles=(Tiles(64, 64, 256, fma_rescale=False), Tiles(128, 64, 128, fma_rescale=False),
+           Tiles(192, 64, 64, fma_rescale=False), Tiles(256, 64, 64, fma_rescale=False)), config_of="fa2",
+    **{**_FA2, "features": _FA2["features"] | {"alibi", "splitkv"},
+       "domain": replace(_FA2_DOMAIN, headdim=_FA2_DOMAIN.headdim + (136, 160, 192, 224, 256))},
+    doc="fa2's split-KV kernel and its combine kernel (flash-attn's num_splits: each query block's KV blocks "
+        "shared by num_splits CTAs writing f32 partial outputs and LSEs, merged by the combine kernel): masks, "
+        "softcap, GQA/MQA, ALiBi, fp16/bf16, head dims up to 256, LSE; not traced (the recorder has no combine "
+        "kernel)")
+)

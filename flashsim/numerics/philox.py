@@ -124,15 +124,16 @@ def keep_tiles(seed: int, offset: int, threshold: int, heads: int, batch_idx, he
 
 
 def keep_mask(seed: int, offset: int, threshold: int, batch: int, heads: int, seqlen_q: int, seqlen_k: int,
-              rows: slice = slice(None)) -> np.ndarray:
+              rows: slice = slice(None), batch_offset: int = 0) -> np.ndarray:
     """The keep decisions of a call's query ``rows`` (a step-1 slice of range(seqlen_q), default all): bool
-    (batch, heads, rows, seqlen_k) (see :func:`keep_tiles`)."""
+    (batch, heads, rows, seqlen_k) (see :func:`keep_tiles`), of the batch entries ``batch_offset`` on (a packed
+    sequence is the entry of its launch)."""
     r0, r1, step = rows.indices(seqlen_q)
     if step != 1:
         raise bad_argument("rows", rows, "expected a slice of consecutive rows")
     r1 = max(r0, r1)
     lo = r0 // 16 * 16
     nrows, cols = -(-(r1 - lo) // 16) * 16, -(-seqlen_k // 32) * 32
-    b, h = np.meshgrid(np.arange(batch), np.arange(heads), indexing="ij")
+    b, h = np.meshgrid(np.arange(batch) + batch_offset, np.arange(heads), indexing="ij")
     out = keep_tiles(seed, offset, threshold, heads, b.ravel(), h.ravel(), lo, 0, nrows, cols)
     return out.reshape(batch, heads, nrows, cols)[:, :, r0 - lo:r1 - lo, :seqlen_k]

@@ -101,6 +101,15 @@ struct Params {
     unsigned long long philox_seed, philox_offset;
     unsigned short* __restrict__ s_dmask;              // nullptr: no probabilities returned
     int seqlen_q_rounded, seqlen_k_rounded;
+    // kExt and kSplit instances: packed sequences (see the header)
+    const int* __restrict__ cu_seqlens_q;               // nullptr: q is (batch, seqlen_q, heads, d)
+    const int* __restrict__ cu_seqlens_k;               // nullptr: k, v are (batch, seqlen_k, heads_k, d)
+    int total_q;                                        // rows of the packed q (the LSE is (heads, total_q))
+    // kSplit instances only
+    float* __restrict__ oaccum;                         // nullptr: one split, O and LSE written directly
+    float* __restrict__ lse_accum;
+    int is_even_mn;                                     // flash-attn's Is_even_MN of the launch
+    int batch;
 };
 
 // Philox4x32-10 of counter (offset, subsequence) under key seed (flashsim.numerics.philox).
@@ -160,8 +169,10 @@ __device__ __forceinline__ void copy_tile(unsigned short* s, const unsigned shor
     }
 }
 
-template <int kHeadDim, int kBlockM, int kBlockN, bool kBF16, bool kChunked = false, bool kExt = false>
+template <int kHeadDim, int kBlockM, int kBlockN, bool kBF16, bool kChunked = false, bool kExt = false,
+          bool kSplit = false>
 __device__ __forceinline__ void forward(const Params& p) {
+    constexpr bool kVar = kExt || kSplit;  // the instances that take packed sequences
     static_assert(kBlockM % 64 == 0 && kBlockN % 16 == 0, "4 warps of 16 rows per m-tile; 16-key slices");
     constexpr int kMT = kBlockM / 64;     // m-tiles per warp (warp w: rows 16 w + 64 m + 0..15)
     constexpr int kNT = kBlockN / 8;      // n-tiles of S per warp and m
@@ -178,44 +189,87 @@ __device__ __forceinline__ void forward(const Params& p) {
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int g = lane / 4, t = lane % 4;
     FS_TRACE_INIT();
-    const int m_block = blockIdx.x, head = blockIdx.y, bidb = blockIdx.z;
+    // kSplit: grid (m_blocks, splits, batch * heads); the others (m_blocks, heads, batch)
+    const int m_block = blockIdx.x, head = kSplit ? int(blockIdx.z % p.heads) : blockIdx.y,
+              bidb = kSplit ? int(blockIdx.z / p.heads) : blockIdx.z;
+    const int n_split = kSplit ? blockIdx.y : 0, num_splits = kSplit ? gridDim.y : 1;
+    // kVar: this sequence's lengths and first rows (flash-attn's BlockInfo)
+    const bool varlen_q = kVar && p.cu_seqlens_q != nullptr, varlen_k = kVar && p.cu_seqlens_k != nullptr;
+    const int seqlen_q_ = varlen_q ? p.cu_seqlens_q[bidb + 1] - p.cu_seqlens_q[bidb] : p.seqlen_q;
+    const int seqlen_k_ = varlen_k ? p.cu_seqlens_k[bidb + 1] - p.cu_seqlens_k[bidb] : p.seqlen_k;
+    const long long first_q = varlen_q ? (long long)p.cu_seqlens_q[bidb] : (long long)bidb * p.seqlen_q;
+    const long long first_k = varlen_k ? (long long)p.cu_seqlens_k[bidb] : (long long)bidb * p.seqlen_k;
+#define FA2_SQ (kVar ? seqlen_q_ : p.seqlen_q)
+#define FA2_SK (kVar ? seqlen_k_ : p.seqlen_k)
+    if (kVar && m_block * kBlockM >= seqlen_q_) return;  // past a packed sequence's end
     const int head_k = head / (p.heads / p.heads_k);
     const long long q_row = (long long)p.heads * kHeadDim, k_row = (long long)p.heads_k * kHeadDim;
-    const unsigned short* gQ = p.q + ((long long)bidb * p.seqlen_q + (long long)m_block * kBlockM) * q_row + head * kHeadDim;
-    const unsigned short* gK = p.k + (long long)bidb * p.seqlen_k * k_row + head_k * kHeadDim;
-    const unsigned short* gV = p.v + (long long)bidb * p.seqlen_k * k_row + head_k * kHeadDim;
-    unsigned short* gO = p.o + ((long long)bidb * p.seqlen_q + (long long)m_block * kBlockM) * q_row + head * kHeadDim;
-    float* gLSE = p.lse + ((long long)bidb * p.heads + head) * p.seqlen_q + (long long)m_block * kBlockM;
-    const int rows_left = p.seqlen_q - m_block * kBlockM;
+    const unsigned short* gQ = kVar ? p.q + (first_q + (long long)m_block * kBlockM) * q_row + head * kHeadDim
+        : p.q + ((long long)bidb * p.seqlen_q + (long long)m_block * kBlockM) * q_row + head * kHeadDim;
+    const unsigned short* gK = kVar ? p.k + first_k * k_row + head_k * kHeadDim
+        : p.k + (long long)bidb * p.seqlen_k * k_row + head_k * kHeadDim;
+    const unsigned short* gV = kVar ? p.v + first_k * k_row + head_k * kHeadDim
+        : p.v + (long long)bidb * p.seqlen_k * k_row + head_k * kHeadDim;
+    unsigned short* gO = kVar ? p.o + (first_q + (long long)m_block * kBlockM) * q_row + head * kHeadDim
+        : p.o + ((long long)bidb * p.seqlen_q + (long long)m_block * kBlockM) * q_row + head * kHeadDim;
+    // the LSE rows: (batch, heads, seqlen_q), or (heads, total_q) for packed q (unpadded_lse); kSplit with
+    // splits: lse_accum (splits, batch, heads, seqlen_q) and oaccum (splits, batch, heads, seqlen_q, kHeadDim) f32
+    const bool split_out = kSplit && p.oaccum != nullptr;
+    const long long lse_row0 = split_out ? (((long long)n_split * p.batch + bidb) * p.heads + head) * p.seqlen_q
+        : varlen_q ? (long long)head * p.total_q + first_q : ((long long)bidb * p.heads + head) * p.seqlen_q;
+    float* gLSE = kVar ? (split_out ? p.lse_accum : p.lse) + lse_row0 + (long long)m_block * kBlockM
+        : p.lse + ((long long)bidb * p.heads + head) * p.seqlen_q + (long long)m_block * kBlockM;
+    float* gOacc = split_out ? p.oaccum + (lse_row0 + (long long)m_block * kBlockM) * kHeadDim : nullptr;
+    const int rows_left = FA2_SQ - m_block * kBlockM;
 
-    const bool even_mn = p.seqlen_q % kBlockM == 0 && p.seqlen_k % kBlockN == 0;
+    // flash-attn's Is_even_MN: packed sequences never are; kSplit takes the launch's (run_flash_splitkv_fwd)
+    const bool even_mn = kSplit ? p.is_even_mn != 0
+        : (kVar ? !varlen_q && !varlen_k : true) && FA2_SQ % kBlockM == 0 && FA2_SK % kBlockN == 0;
     const int chunk = kChunked ? p.attention_chunk : 0;  // C (see the header); 0: off
     // FA2's is_local in the step logic: a local window or (kChunked) a chunk, every KV step is masked. A macro, so
     // that the other instances read p.is_local at each use as before (a bool variable reorders their SASS)
 #define FA2_LOCAL_MASK (kChunked ? (p.is_local || chunk > 0) : p.is_local)
-    int n_block_min = !p.is_local ? 0
-        : imax(0, (m_block * kBlockM + p.seqlen_k - p.seqlen_q - p.window_left) / kBlockN);
-    int n_block_max = ceil_div(p.seqlen_k, kBlockN);
+    // kSplit: split n_split of num_splits takes its share of ceil(seqlen_k / kBlockN) blocks, seqlen_k the launch's
+    const int split_min = kSplit ? n_split * ((ceil_div(p.seqlen_k, kBlockN) + num_splits - 1) / num_splits) : 0;
+    int n_block_min = !p.is_local ? split_min
+        : imax(split_min, (m_block * kBlockM + FA2_SK - FA2_SQ - p.window_left) / kBlockN);
+    int n_block_max = ceil_div(FA2_SK, kBlockN);
+    if (kSplit) n_block_max = imin(n_block_max, split_min + (ceil_div(p.seqlen_k, kBlockN) + num_splits - 1) / num_splits);
     if (p.is_causal || p.is_local) {
         n_block_max = imin(n_block_max,
-                          ceil_div((m_block + 1) * kBlockM + p.seqlen_k - p.seqlen_q + p.window_right, kBlockN));
+                          ceil_div((m_block + 1) * kBlockM + FA2_SK - FA2_SQ + p.window_right, kBlockN));
     }
     if (chunk > 0) {  // block.h: from the chunk start of the CTA's first row to the chunk end of its last
-        n_block_min = imax(n_block_min, div_floor(m_block * kBlockM + p.seqlen_k - p.seqlen_q, chunk) * chunk / kBlockN);
-        n_block_max = imin(n_block_max, ceil_div(div_floor((m_block + 1) * kBlockM + p.seqlen_k - p.seqlen_q - 1, chunk)
+        n_block_min = imax(n_block_min, div_floor(m_block * kBlockM + FA2_SK - FA2_SQ, chunk) * chunk / kBlockN);
+        n_block_max = imin(n_block_max, ceil_div(div_floor((m_block + 1) * kBlockM + FA2_SK - FA2_SQ - 1, chunk)
                                                  * chunk + chunk, kBlockN));
     }
 
-    if ((p.is_causal || FA2_LOCAL_MASK || !even_mn) && n_block_max <= n_block_min) {
+    // an empty KV range: O = 0 and LSE +inf (a split: Oaccum = 0 and its LSE -inf, so that the combine skips it)
+    if ((kSplit || p.is_causal || FA2_LOCAL_MASK || !even_mn) && n_block_max <= n_block_min) {
+        if (split_out) {
 #pragma unroll
-        for (int i = 0; i < kBlockM / 16; ++i) {
+            for (int i = 0; i < kBlockM / 16; ++i) {
 #pragma unroll
-            for (int j = 0; j < kHeadDim / 64; ++j) {
-                const int r = tid / 8 + 16 * i, c = (tid % 8) * 8 + 64 * j;
-                if (r < rows_left) *reinterpret_cast<uint4*>(gO + r * q_row + c) = uint4{0u, 0u, 0u, 0u};
+                for (int j = 0; j < kHeadDim / 64; ++j) {
+                    const int r = tid / 8 + 16 * i, c = (tid % 8) * 8 + 64 * j;
+                    if (r < rows_left) {
+                        *reinterpret_cast<float4*>(gOacc + r * kHeadDim + c) = float4{0.f, 0.f, 0.f, 0.f};
+                        *reinterpret_cast<float4*>(gOacc + r * kHeadDim + c + 4) = float4{0.f, 0.f, 0.f, 0.f};
+                    }
+                }
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < kBlockM / 16; ++i) {
+#pragma unroll
+                for (int j = 0; j < kHeadDim / 64; ++j) {
+                    const int r = tid / 8 + 16 * i, c = (tid % 8) * 8 + 64 * j;
+                    if (r < rows_left) *reinterpret_cast<uint4*>(gO + r * q_row + c) = uint4{0u, 0u, 0u, 0u};
+                }
             }
         }
-        if (tid < kBlockM && tid < rows_left) gLSE[tid] = __int_as_float(0x7f800000);
+        if (tid < kBlockM && tid < rows_left) gLSE[tid] = split_out ? kNegInf : __int_as_float(0x7f800000);
         FS_TRACE(empty, 0, );
         return;
     }
@@ -224,7 +278,7 @@ __device__ __forceinline__ void forward(const Params& p) {
     copy_tile<kBlockM, kHeadDim>(sQ, gQ, q_row, rows_left, tid);
     FS_TRACE(load_q, 0, );
     int n_block = n_block_max - 1;
-    copy_tile<kBlockN, kHeadDim>(sK, gK + (long long)n_block * kBlockN * k_row, k_row, p.seqlen_k - n_block * kBlockN, tid);
+    copy_tile<kBlockN, kHeadDim>(sK, gK + (long long)n_block * kBlockN * k_row, k_row, FA2_SK - n_block * kBlockN, tid);
     wops::cp_async_fence();
     FS_TRACE(load_k, 0, );
 
@@ -239,7 +293,7 @@ __device__ __forceinline__ void forward(const Params& p) {
         : (even_mn ? ceil_div(kBlockM, kBlockN) : ceil_div(kBlockM, kBlockN) + 1);
     const int row_base = m_block * kBlockM + warp * 16 + g;
     // kExt: the ALiBi slope in the scores' units, and the lane's philox offset
-    const float alibi_slope = (kExt && p.alibi_slopes != nullptr)
+    const float alibi_slope = (kVar && p.alibi_slopes != nullptr)
         ? p.alibi_slopes[bidb * p.alibi_batch_stride + head] / p.scale_softmax : 0.0f;
     const unsigned long long philox_off = kExt ? p.philox_offset + (unsigned long long)((bidb * p.heads + head) * 32 + lane) : 0ull;
 
@@ -254,7 +308,7 @@ __device__ __forceinline__ void forward(const Params& p) {
         wops::cp_async_wait_all();
         __syncthreads();
         copy_tile<kBlockN, kHeadDim>(sV, gV + (long long)n_block * kBlockN * k_row, k_row,
-                                     p.seqlen_k - n_block * kBlockN, tid);
+                                     FA2_SK - n_block * kBlockN, tid);
         wops::cp_async_fence();
         FS_TRACE(load_v, 0, );
 
@@ -286,7 +340,7 @@ __device__ __forceinline__ void forward(const Params& p) {
 #pragma unroll
                     for (int e = 0; e < 4; ++e) acc_s[m][n][e] = wops::tanh_approx(acc_s[m][n][e] * p.softcap);
         }
-        if (kExt && p.alibi_slopes != nullptr) {  // every step, before the masks (mask.h applies it first)
+        if (kVar && p.alibi_slopes != nullptr) {  // every step, before the masks (mask.h applies it first)
 #pragma unroll
             for (int m = 0; m < kMT; ++m)
 #pragma unroll
@@ -298,7 +352,7 @@ __device__ __forceinline__ void forward(const Params& p) {
                         for (int j = 0; j < 2; ++j) {
                             const int col = n_block * kBlockN + n * 8 + 2 * t + j;
                             if (p.is_causal) acc_s[m][n][2 * i + j] += alibi_slope * col;
-                            else acc_s[m][n][2 * i + j] -= alibi_slope * abs(row + p.seqlen_k - p.seqlen_q - col);
+                            else acc_s[m][n][2 * i + j] -= alibi_slope * abs(row + FA2_SK - FA2_SQ - col);
                         }
                 }
         }
@@ -308,18 +362,18 @@ __device__ __forceinline__ void forward(const Params& p) {
 #pragma unroll
                 for (int i = 0; i < 2; ++i) {
                     const int row = row_base + m * 64 + i * 8;
-                    int right = p.seqlen_k, left = 0;
+                    int right = FA2_SK, left = 0;
                     if (p.is_causal || p.is_local) {
                         if (p.is_causal || p.window_right >= 0)
-                            right = imin(p.seqlen_k, row + 1 + p.seqlen_k - p.seqlen_q + p.window_right);
+                            right = imin(FA2_SK, row + 1 + FA2_SK - FA2_SQ + p.window_right);
                         if (p.is_local && p.window_left >= 0)
-                            left = imax(0, row + p.seqlen_k - p.seqlen_q - p.window_left);
+                            left = imax(0, row + FA2_SK - FA2_SQ - p.window_left);
                     }
                     // mask.h: the row's chunk [start, start + C) bounds both sides (one unsigned compare: with
                     // left = max(left, start), right = min(right, start + C), NVRTC 13.0 fuses the three-way
                     // min into a VIMNMX3, which the interpreter does not model)
                     int start = 0;
-                    if (kChunked && chunk > 0) start = div_floor(row + p.seqlen_k - p.seqlen_q, chunk) * chunk;
+                    if (kChunked && chunk > 0) start = div_floor(row + FA2_SK - FA2_SQ, chunk) * chunk;
 #pragma unroll
                     for (int n = 0; n < kNT; ++n) {
 #pragma unroll
@@ -344,7 +398,7 @@ __device__ __forceinline__ void forward(const Params& p) {
             FS_TRACE(load_k, 0, );
         }
 
-        const bool check_inf = masking ? (p.is_causal || FA2_LOCAL_MASK) : FA2_LOCAL_MASK;
+        const bool check_inf = masking ? (p.is_causal || FA2_LOCAL_MASK || (kSplit && !even_mn)) : FA2_LOCAL_MASK;
 #pragma unroll
         for (int m = 0; m < kMT; ++m) {
 #pragma unroll
@@ -455,7 +509,7 @@ __device__ __forceinline__ void forward(const Params& p) {
             const bool empty = sum == 0.0f || sum != sum;
             const float inv_sum = empty ? 1.0f : 1.0f / sum;
             const float inv = (kExt && p.is_dropout) ? inv_sum * p.rp_dropout : inv_sum;
-            lse[m][i] = empty ? __int_as_float(0x7f800000) : row_max[m][i] * p.scale_softmax + __logf(sum);
+            lse[m][i] = empty ? (split_out ? kNegInf : __int_as_float(0x7f800000)) : row_max[m][i] * p.scale_softmax + __logf(sum);
 #pragma unroll
             for (int n = 0; n < kDT; ++n) {
                 acc_o[m][n][2 * i] *= inv;
@@ -464,6 +518,24 @@ __device__ __forceinline__ void forward(const Params& p) {
         }
     }
     FS_TRACE(normalize, 2 * kMT + kMT * kDT * 4, FS_PUT(lse); FS_PUT(acc_o));
+
+    if (split_out) {  // the split's f32 O (flash-attn stages it through smem: the same values) and LSE
+#pragma unroll
+        for (int m = 0; m < kMT; ++m)
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int r = warp * 16 + m * 64 + g + 8 * i;
+                if (r < rows_left) {
+#pragma unroll
+                    for (int n = 0; n < kDT; ++n)
+                        *reinterpret_cast<float2*>(gOacc + r * kHeadDim + n * 8 + 2 * t) =
+                            float2{acc_o[m][n][2 * i], acc_o[m][n][2 * i + 1]};
+                    if (t == 0) gLSE[r] = lse[m][i];
+                }
+            }
+        FS_TRACE(store_o, 0, );
+        return;
+    }
 
 #pragma unroll
     for (int m = 0; m < kMT; ++m) {
@@ -495,6 +567,8 @@ __device__ __forceinline__ void forward(const Params& p) {
     }
     FS_TRACE(store_o, 0, );
 #undef FA2_LOCAL_MASK
+#undef FA2_SQ
+#undef FA2_SK
 }
 
 }  // namespace fa2
@@ -554,7 +628,8 @@ FA2_CHUNKED_KERNEL(fa2_chunked_hdim64_bf16, 64, 128, 128, true)
 
 // The kExt entry points ("fa2_ext_*", fa2's instances again): attention_chunk is 0; after is_local they take
 // alibi_slopes (nullptr: off), alibi_batch_stride, is_dropout, p_dropout_u8, rp_dropout, philox_seed,
-// philox_offset, s_dmask (nullptr: off), seqlen_q_rounded and seqlen_k_rounded.
+// philox_offset, s_dmask (nullptr: off), seqlen_q_rounded, seqlen_k_rounded, then cu_seqlens_q, cu_seqlens_k
+// (nullptr: off) and total_q of packed sequences (seqlen_q and seqlen_k are then the longest sequence's).
 #define FA2_EXT_KERNEL(name, hdim, block_m, block_n, bf16)                                                     \
     extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
     name(const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* o,          \
@@ -562,11 +637,13 @@ FA2_CHUNKED_KERNEL(fa2_chunked_hdim64_bf16, 64, 128, 128, true)
          float scale_softmax_log2, float softcap, int window_left, int window_right, int is_causal,             \
          int is_local, const float* alibi_slopes, int alibi_batch_stride, int is_dropout, unsigned p_dropout_u8, \
          float rp_dropout, unsigned long long philox_seed, unsigned long long philox_offset,                    \
-         unsigned short* s_dmask, int seqlen_q_rounded, int seqlen_k_rounded) {                                 \
+         unsigned short* s_dmask, int seqlen_q_rounded, int seqlen_k_rounded, const int* cu_seqlens_q,          \
+         const int* cu_seqlens_k, int total_q) {                                                                \
         const fa2::Params p{q, k, v, o, lse, seqlen_q, seqlen_k, heads, heads_k, scale_softmax,                 \
                             scale_softmax_log2, softcap, window_left, window_right, is_causal, is_local, 0,     \
                             alibi_slopes, alibi_batch_stride, is_dropout, p_dropout_u8, rp_dropout,             \
-                            philox_seed, philox_offset, s_dmask, seqlen_q_rounded, seqlen_k_rounded};           \
+                            philox_seed, philox_offset, s_dmask, seqlen_q_rounded, seqlen_k_rounded,            \
+                            cu_seqlens_q, cu_seqlens_k, total_q};                                               \
         fa2::forward<hdim, block_m, block_n, bf16, false, true>(p);                                             \
     }
 
@@ -578,3 +655,131 @@ FA2_EXT_KERNEL(fa2_ext_hdim192_f16, 192, 64, 64, false)
 FA2_EXT_KERNEL(fa2_ext_hdim192_bf16, 192, 64, 64, true)
 FA2_EXT_KERNEL(fa2_ext_hdim256_f16, 256, 64, 64, false)
 FA2_EXT_KERNEL(fa2_ext_hdim256_bf16, 256, 64, 64, true)
+
+// The kSplit entry points ("fa2_splitkv_*", flash-attn's compute_attn_1rowblock_splitkv): grid (m_blocks,
+// num_splits, batch * heads); after is_local they take alibi_slopes (nullptr: off), alibi_batch_stride, oaccum
+// and lse_accum (nullptr: one split, O and LSE written as fa2 writes them), is_even_mn and batch.
+#define FA2_SPLIT_KERNEL(name, hdim, block_m, block_n, bf16)                                                   \
+    extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
+    name(const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* o,          \
+         float* lse, int seqlen_q, int seqlen_k, int heads, int heads_k, float scale_softmax,                  \
+         float scale_softmax_log2, float softcap, int window_left, int window_right, int is_causal,             \
+         int is_local, const float* alibi_slopes, int alibi_batch_stride, float* oaccum, float* lse_accum,      \
+         int is_even_mn, int batch) {                                                                           \
+        const fa2::Params p{q, k, v, o, lse, seqlen_q, seqlen_k, heads, heads_k, scale_softmax,                 \
+                            scale_softmax_log2, softcap, window_left, window_right, is_causal, is_local, 0,     \
+                            alibi_slopes, alibi_batch_stride, 0, 255u, 1.0f, 0ull, 0ull, nullptr, 0, 0,         \
+                            nullptr, nullptr, 0, oaccum, lse_accum, is_even_mn, batch};                         \
+        fa2::forward<hdim, block_m, block_n, bf16, false, false, true>(p);                                      \
+    }
+
+// flash-attn's run_mha_fwd_splitkv_dispatch with more than one split: 64 x 256 at head dim 64, 64 x 128 up to
+// 128, 64 x 64 above (flash_fwd_launch_template.h:179-191), 4 warps
+FA2_SPLIT_KERNEL(fa2_splitkv_hdim64_f16, 64, 64, 256, false)
+FA2_SPLIT_KERNEL(fa2_splitkv_hdim64_bf16, 64, 64, 256, true)
+FA2_SPLIT_KERNEL(fa2_splitkv_hdim128_f16, 128, 64, 128, false)
+FA2_SPLIT_KERNEL(fa2_splitkv_hdim128_bf16, 128, 64, 128, true)
+FA2_SPLIT_KERNEL(fa2_splitkv_hdim192_f16, 192, 64, 64, false)
+FA2_SPLIT_KERNEL(fa2_splitkv_hdim192_bf16, 192, 64, 64, true)
+FA2_SPLIT_KERNEL(fa2_splitkv_hdim256_f16, 256, 64, 64, false)
+FA2_SPLIT_KERNEL(fa2_splitkv_hdim256_bf16, 256, 64, 64, true)
+
+namespace fa2 {
+
+// flash-attn's combine_attn_seqk_parallel (flash_fwd_kernel.h:1117-1299): kBlockM rows of the flattened
+// (batch, heads, seqlen_q) per CTA of 128 threads, the splits' LSEs through smem. max_splits (kMaxSplits, the
+// power of two >= num_splits, at least 2) is a launch parameter here, a template parameter there: it sets which
+// thread sums which splits, R = min(128 / kBlockM, max_splits) threads per row, each summing the splits r, r + R,
+// r + 2 R... in order, then a butterfly over the R threads (xor R / 2 down to 1).
+//   lse_max = max of the splits' LSEs (0 when all are -inf); sum = sum of expf(lse_s - lse_max);
+//   lse = sum == 0 or NaN ? +inf : logf(sum) + lse_max; scale_s = expf(lse_s - lse);
+//   O = the splits' Oaccum in order, o = scale_s * oaccum_s + o from o = 0 (FFMA), then cvt.rn to 16 bits.
+template <int kHeadDim, int kBlockM, bool kBF16>
+__device__ __forceinline__ void combine(const float* __restrict__ oaccum, const float* __restrict__ lse_accum,
+                                        unsigned short* __restrict__ o, float* __restrict__ lse, int batch, int heads,
+                                        int seqlen_q, int num_splits, int max_splits) {
+    __shared__ float sLSE[128][kBlockM + 1];
+    const int tid = threadIdx.x, bidx = blockIdx.x;
+    const long long lse_size = (long long)batch * heads * seqlen_q;
+    const int rows_per_load = kNThreads / kBlockM;
+    const int n_lse = (max_splits * kBlockM + kNThreads - 1) / kNThreads;
+    for (int l = 0; l < n_lse; ++l) {
+        const int row = l * rows_per_load + tid / kBlockM, col = tid % kBlockM;
+        const float x = (row < num_splits && col < lse_size - (long long)bidx * kBlockM)
+            ? lse_accum[row * lse_size + (long long)bidx * kBlockM + col] : -__int_as_float(0x7f800000);
+        if (row < max_splits) sLSE[row][col] = x;
+    }
+    __syncthreads();
+    const int R = imin(rows_per_load, max_splits);
+    float acc[8];  // n_lse <= 128 * kBlockM / 128 / R... at most 8 for kBlockM 4..16 and max_splits <= 128
+    float lse_max = -__int_as_float(0x7f800000);
+    for (int l = 0; l < n_lse; ++l) {
+        const int row = l * R + tid % R, col = tid / R;
+        acc[l] = (row < max_splits && col < kBlockM) ? sLSE[row][col] : -__int_as_float(0x7f800000);
+        lse_max = l == 0 ? acc[0] : fmaxf(lse_max, acc[l]);
+    }
+    for (int off = R / 2; off >= 1; off /= 2) lse_max = fmaxf(lse_max, wops::shfl_xor(lse_max, off));
+    lse_max = lse_max == -__int_as_float(0x7f800000) ? 0.0f : lse_max;
+    float lse_sum = expf(acc[0] - lse_max);
+    for (int l = 1; l < n_lse; ++l) lse_sum += expf(acc[l] - lse_max);
+    for (int off = R / 2; off >= 1; off /= 2) lse_sum = lse_sum + wops::shfl_xor(lse_sum, off);
+    const float lse_logsum = (lse_sum == 0.f || lse_sum != lse_sum) ? __int_as_float(0x7f800000)
+                                                                    : logf(lse_sum) + lse_max;
+    if (tid % R == 0 && tid / R < kBlockM && (long long)bidx * kBlockM + tid / R < lse_size)
+        lse[(long long)bidx * kBlockM + tid / R] = lse_logsum;
+    for (int l = 0; l < n_lse; ++l) {
+        const int row = l * R + tid % R, col = tid / R;
+        if (row < num_splits && col < kBlockM) sLSE[row][col] = expf(acc[l] - lse_logsum);
+    }
+    __syncthreads();
+
+    // O: thread t holds 4 consecutive columns of row t / (128 / kBlockM), every 4 * 128 / kBlockM columns
+    constexpr int kThreadsPerRow = kNThreads / kBlockM, kCols = kHeadDim / (4 * kThreadsPerRow);
+    const int r = tid / kThreadsPerRow, c0 = (tid % kThreadsPerRow) * 4;
+    const long long idx = (long long)bidx * kBlockM + r;
+    if (idx >= lse_size) return;
+    float acc_o[kCols][4];
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) acc_o[j][0] = acc_o[j][1] = acc_o[j][2] = acc_o[j][3] = 0.0f;
+    for (int split = 0; split < num_splits; ++split) {
+        const float scale = sLSE[split][r];
+        const float* src = oaccum + (split * lse_size + idx) * kHeadDim + c0;
+#pragma unroll
+        for (int j = 0; j < kCols; ++j) {
+            const float4 x = *reinterpret_cast<const float4*>(src + j * 4 * kThreadsPerRow);
+            acc_o[j][0] += scale * x.x;
+            acc_o[j][1] += scale * x.y;
+            acc_o[j][2] += scale * x.z;
+            acc_o[j][3] += scale * x.w;
+        }
+    }
+    const int bidb = int(idx / ((long long)heads * seqlen_q)), head = int(idx / seqlen_q % heads),
+              row = int(idx % seqlen_q);
+    unsigned short* dst = o + (((long long)bidb * seqlen_q + row) * heads + head) * kHeadDim + c0;
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+        uint2 w{wops::cvt_pair<kBF16>(acc_o[j][0], acc_o[j][1]), wops::cvt_pair<kBF16>(acc_o[j][2], acc_o[j][3])};
+        *reinterpret_cast<uint2*>(dst + j * 4 * kThreadsPerRow) = w;
+    }
+}
+
+}  // namespace fa2
+
+// The combine entry points ("fa2_combine_*"): grid ceil(batch * heads * seqlen_q / kBlockM), 128 threads; kBlockM
+// is 4 at head dims that are multiples of 128, else 8 (flash_fwd_launch_template.h:140).
+#define FA2_COMBINE_KERNEL(name, hdim, block_m, bf16)                                                          \
+    extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
+    name(const float* oaccum, const float* lse_accum, unsigned short* o, float* lse, int batch, int heads,     \
+         int seqlen_q, int num_splits, int max_splits) {                                                        \
+        fa2::combine<hdim, block_m, bf16>(oaccum, lse_accum, o, lse, batch, heads, seqlen_q, num_splits,        \
+                                          max_splits);                                                          \
+    }
+
+FA2_COMBINE_KERNEL(fa2_combine_hdim64_f16, 64, 8, false)
+FA2_COMBINE_KERNEL(fa2_combine_hdim64_bf16, 64, 8, true)
+FA2_COMBINE_KERNEL(fa2_combine_hdim128_f16, 128, 4, false)
+FA2_COMBINE_KERNEL(fa2_combine_hdim128_bf16, 128, 4, true)
+FA2_COMBINE_KERNEL(fa2_combine_hdim192_f16, 192, 8, false)
+FA2_COMBINE_KERNEL(fa2_combine_hdim192_bf16, 192, 8, true)
+FA2_COMBINE_KERNEL(fa2_combine_hdim256_f16, 256, 4, false)
+FA2_COMBINE_KERNEL(fa2_combine_hdim256_bf16, 256, 4, true)

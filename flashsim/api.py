@@ -25,8 +25,10 @@ BACKENDS = ("sim", "gpu")
 WRITES_LSE = tuple(name for name, spec in SPECS.items() if spec.writes_lse)
 
 
-#: the split-KV configuration of a kernel (``num_splits`` > 1 runs it)
+#: the split-KV configuration of a kernel (``num_splits`` > 1 runs it), and its one-split tiles (a KV cache's
+#: appends, cache_batch_idx and paged caches without splitting)
 SPLIT_KERNELS = {"fa2": "fa2_splitkv"}
+SPLIT1_KERNELS = {"fa2": "fa2_splitkv1"}
 
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
@@ -88,6 +90,75 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                                   rng_state=rng_state, generator=generator, cu_seqlens_q=cu_seqlens_q,
                                   cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k),
                     kernel, backend)
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
+                            cache_batch_idx=None, cache_leftpad=None, block_table=None, softmax_scale=None,
+                            causal=False, window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
+                            alibi_slopes=None, num_splits=0, return_softmax_lse=False, *, kernel="fa2", backend="sim",
+                            num_sms=None):
+    """flash-attn's flash_attn_with_kvcache: q (batch, seqlen_q, heads, headdim) attends each batch entry's cache
+    (k_cache, v_cache (batch_size_c, seqlen_cache, heads_k, headdim), entry ``cache_batch_idx[b]`` (default b), its
+    first ``cache_seqlens[b]`` keys; or paged: (num_blocks, page_block_size, heads_k, headdim) with ``block_table``
+    (batch, max_num_blocks_per_seq)) and the keys ``k``, ``v`` (batch, seqlen_new, heads_k, headdim) appended after
+    them, which are written into the caches in place (numpy arrays and torch tensors alike), rotated first with
+    ``rotary_cos``/``rotary_sin`` (seqlen_ro, rotary_dim / 2), q too (``rotary_interleaved`` or not). Masks are
+    aligned to each entry's keys (bottom right). ``num_splits``: 0, flash-attn's choice on ``num_sms`` SMs (default
+    132); 1 or n. Returns out, or (out, softmax_lse (batch, heads, seqlen_q)) with ``return_softmax_lse``.
+    ``cache_leftpad`` is not modelled (NotImplementedError). See :mod:`flashsim.attention.kvcache`."""
+    from flashsim.attention.kvcache import KVCache  # noqa: F401 (the checks live there)
+
+    spec = get(kernel)
+    if backend not in BACKENDS:
+        raise bad_argument("backend", backend, f"expected one of {BACKENDS}")
+    arrays = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "k": k, "v": v, "rotary_cos": rotary_cos,
+              "rotary_sin": rotary_sin}
+    torch_in = type(q).__module__.startswith("torch")
+    for name, x in arrays.items():
+        if x is not None and torch_in and getattr(x, "device", None) != q.device:
+            raise bad_argument(name, f"tensor on {getattr(x, 'device', 'cpu')}", f"must be on the same device as q "
+                                                                               f"({q.device})")
+    npy = {n: (None if x is None else to_numpy(x, n)) for n, x in arrays.items()}
+    kv = dict(k_new=npy["k"], v_new=npy["v"], rotary_cos=npy["rotary_cos"], rotary_sin=npy["rotary_sin"],
+              cache_seqlens=cache_seqlens, cache_batch_idx=cache_batch_idx, cache_leftpad=cache_leftpad,
+              block_table=block_table, rotary_interleaved=rotary_interleaved)
+    call = dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
+                alibi_slopes=alibi_slopes, num_splits=num_splits, num_sms=num_sms, **kv)
+    args = check_args(npy["q"], npy["k_cache"], npy["v_cache"], **call)
+    if args.kvcache.forces_split_kernel or args.num_splits > 1:
+        split = SPLIT_KERNELS.get(kernel)
+        if split is None:
+            raise NotImplementedError(f"kernel {kernel!r} has no split-KV configuration (the KV cache's appends, "
+                                      "cache_batch_idx and paged caches run it)")
+        spec = get(split if args.num_splits > 1 else SPLIT1_KERNELS[kernel])
+    spec.check_supported(args)
+    call.update(num_splits=args.num_splits, num_sms=None)
+    if args.alibi_slopes is not None:
+        call["alibi_slopes"] = args.alibi_array
+    if backend == "sim":
+        res = run_twin(spec.name, npy["q"], npy["k_cache"], npy["v_cache"], **call)
+    else:
+        from flashsim.kernels.launch import run_kernel
+
+        res = run_kernel(spec.name, npy["q"], npy["k_cache"], npy["v_cache"], **call)
+    out, lse, kc, vc = res
+    if args.kvcache.seqlen_knew:  # in place, as flash-attn writes the caches
+        for dst, src in ((k_cache, kc), (v_cache, vc)):
+            if torch_in:
+                import torch
+
+                t = torch.from_numpy(np.ascontiguousarray(src).view(np.int16 if args.dtype == "bfloat16" else
+                                                                   src.dtype))
+                dst.copy_(t.view(dst.dtype).to(dst.device))
+            else:
+                np.copyto(dst, src.view(dst.dtype))
+    if torch_in:
+        import torch
+
+        out = torch.from_numpy(np.ascontiguousarray(out).view(np.int16) if args.dtype == "bfloat16" else out)
+        out = (out.view(torch.bfloat16) if args.dtype == "bfloat16" else out).to(q.device)
+        lse = torch.from_numpy(np.ascontiguousarray(lse)).to(q.device)
+    return (out, lse) if return_softmax_lse else out
 
 
 def _forward(q, k, v, kw: dict, kernel: str, backend: str):

@@ -10,7 +10,8 @@ SASS interpreter) bit for bit, against float64, and the dropout pattern against 
   ``dropout`` (dropout_p in 0.1-0.9), ``probs`` (dropout with return_attn_probs), ``alibi`` (slopes per head or
   per (batch, head)), ``hdim`` (head dims 136-256), ``varlen`` (packed sequences of 1-5 entries, zero lengths
   included, with the domain's masks, dropout and ALiBi), ``splitkv`` (kernel fa2_splitkv: 2-128 splits and the
-  combine kernel). GPU == twin for out, LSE and S_dmask; with ``--interp`` the
+  combine kernel), ``kvcache`` (flash_attn_with_kvcache: plain, indexed and paged caches, appended keys with and
+  without rotary, 1-5 splits; the caches after the call compared too). GPU == twin for out, LSE and S_dmask; with ``--interp`` the
   cubin in the SASS interpreter == twin too (within ``--deadline`` seconds per feature); out passes
   flash-attn's rule against float64 with the same dropout mask (finite inputs).
 - Dropout statistics on flash-attn's test shapes (batch 4, 9 heads): the sign bits of the GPU's S_dmask equal
@@ -48,9 +49,12 @@ FEATURES = {
     "hdim": {"headdim": (136, 160, 192, 200, 224, 256)},
     "varlen": {"varlen": (True,)},
     "splitkv": {},
+    "kvcache": {"kvcache": (True,)},
 }
 #: the kernel a feature's problems run on (default fa2)
-FEATURE_KERNEL = {"splitkv": "fa2_splitkv"}
+FEATURE_KERNEL = {"splitkv": "fa2_splitkv", "kvcache": "fa2_splitkv1"}
+#: the outputs compared, by their number
+NAMES = {2: ("out", "lse"), 3: ("out", "lse", "probs"), 4: ("out", "lse", "k_cache", "v_cache")}
 GOLDEN_PER_FEATURE = 6
 GOLDEN_MAX_ELEMENTS = 120_000
 #: flash-attn's test_flash_attn_output shapes for the dropout statistics: (seqlen, d, causal, local)
@@ -113,8 +117,9 @@ def _host_side(params: dict) -> dict:
     res = {"twin_s": round(time.perf_counter() - t0, 3), "twin": [np.ascontiguousarray(x) for x in tw]}
     if all(np.isfinite(x.astype(np.float32)).all() for x in (case.q, case.k, case.v)):
         args = check_args(case.q, case.k, case.v, **case.kwargs)
-        ref, _ = attention_reference(case.q, case.k, case.v, args)
-        lowp, _ = attention_lowp(case.q, case.k, case.v, args)
+        kv = {n: case.kwargs[n] for n in ("k_new", "v_new", "rotary_cos", "rotary_sin") if n in case.kwargs}
+        ref, _ = attention_reference(case.q, case.k, case.v, args, kv=kv)
+        lowp, _ = attention_lowp(case.q, case.k, case.v, args, kv=kv)
         rule = passes_flash_attn_rule(tw[0], ref, lowp)
         res["rule"], res["rule_detail"] = bool(rule), str(rule)
     else:
@@ -145,7 +150,7 @@ def run_feature(feature: str, examples: int, seed: int, pool, interp: bool, dead
     results, golden = [], []
     t_end = time.monotonic() + deadline
     for case, fut, ifut in zip(cases, futures, interps):
-        g = run_kernel(kernel, case.q, case.k, case.v, **case.kwargs)
+        g = run_kernel(case.params["kernel"], case.q, case.k, case.v, **case.kwargs)
         try:
             host = fut.result()
         except Exception as exc:  # a failure in the worker
@@ -158,7 +163,7 @@ def run_feature(feature: str, examples: int, seed: int, pool, interp: bool, dead
                 ifut.cancel()  # past the deadline: not run, not counted
             except Exception as exc:
                 host["interp_sha"], host["interp_s"] = f"error: {type(exc).__name__}: {exc}", None
-        names = ("out", "lse", "probs")
+        names = NAMES[len(g)]
         diffs = {n: first_diff(_bits(a), _bits(b)) for n, a, b in zip(names, g, host["twin"])}
         r = {"case": case.describe(), "params": case.params, "gpu_sha": outputs_sha256(*g), "twin_s": host["twin_s"],
              "diffs": {n: d for n, d in diffs.items() if d is not None}, "rule": host["rule"],
@@ -256,7 +261,7 @@ def main(argv=None) -> int:
                 golden[f"{key}/params"] = np.array(json.dumps(case.params))
                 golden[f"{key}/inputs_sha256"] = np.array(problems.inputs_digest(case))
                 golden[f"{key}/feature"] = np.array(f)
-                for name, x in zip(("out", "lse", "probs"), g):
+                for name, x in zip(NAMES[len(g)], g):
                     golden[f"{key}/{name}"] = _bits(x)
     report["dropout_statistics"] = dropout_statistics(a.seed)
     ok &= all(r["sign_bits_equal_numpy_on_attended"] and r["fraction_ok"] and r["same_state_same_bytes"]

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from golden_npz import load, problem_keys
 
 from flashsim.attention import check_args
+from flashsim.gpu.validate_fa2_features import NAMES
 from flashsim.kernels import problems, run_twin
 from flashsim.numerics.philox import dropout_scalars, keep_mask, keep_threshold, keep_tiles, philox4x32_10
 
@@ -130,7 +131,7 @@ def test_twin_reproduces_the_h100(golden, key):
     case = problems.make_case(params)
     assert problems.inputs_digest(case) == str(golden[f"{key}/inputs_sha256"])
     got = run_twin(params["kernel"], case.q, case.k, case.v, **case.kwargs)
-    for name, x in zip(("out", "lse", "probs"), got):
+    for name, x in zip(NAMES[len(got)], got):
         want = golden[f"{key}/{name}"]
         assert np.array_equal(np.ascontiguousarray(x).view(want.dtype), want), f"{case.describe()}: {name}"
 
@@ -139,7 +140,7 @@ def test_the_h100_report_covers_each_feature():
     rep = json.loads(REPORT.read_text())
     assert rep["ok"] and rep["provenance"]["compute_capability"] == "9.0"
     assert rep["philox"]["equal"] == rep["philox"]["triples"] >= 4096
-    assert set(rep["summary"]) == {"dropout", "probs", "alibi", "hdim", "varlen", "splitkv"}
+    assert set(rep["summary"]) == {"dropout", "probs", "alibi", "hdim", "varlen", "splitkv", "kvcache"}
     for f, s in rep["summary"].items():
         assert s["problems"] >= 200 and s["gpu_eq_twin"] == s["problems"] and s["errors"] == 0, f
         assert s["rule"] + s["rule_na"] == s["problems"] and s["interp_eq_twin"] == s["interp_runs"], f
@@ -149,13 +150,14 @@ def test_the_h100_report_covers_each_feature():
     # the golden problems are some of the report's, with the GPU's bytes
     keys = _golden_keys()
     assert len(keys) >= 24
-    assert {json.loads(str(load(GOLDEN, "")[f"{k}/params"]))["kernel"] for k in keys} == {"fa2", "fa2_splitkv"}
+    assert {json.loads(str(load(GOLDEN, "")[f"{k}/params"]))["kernel"] for k in keys} == {"fa2", "fa2_splitkv",
+                                                                                          "fa2_splitkv1"}
 
 
 # ------------------------------------------------------------------------------------------------ on the GPU
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("feature", ["dropout", "probs", "alibi", "hdim", "varlen", "splitkv"])
+@pytest.mark.parametrize("feature", ["dropout", "probs", "alibi", "hdim", "varlen", "splitkv", "kvcache"])
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_each_feature_on_the_gpu_is_the_twin(feature, data):
@@ -165,6 +167,7 @@ def test_each_feature_on_the_gpu_is_the_twin(feature, data):
 
     kernel = FEATURE_KERNEL.get(feature, "fa2")
     case = data.draw(fa_cases(kernel, FEATURES[feature]))
+    kernel = case.params["kernel"]  # a KV cache's: the configuration flash-attn runs for it
     g = run_kernel(kernel, case.q, case.k, case.v, **case.kwargs)
     t = run_twin(kernel, case.q, case.k, case.v, **case.kwargs)
     assert _sha(*g) == _sha(*t), case.describe()

@@ -23,12 +23,12 @@ def golden():
 
 
 def test_golden_covers_every_kernel(golden):
-    """Every kernel's problems are in this record, but fa2_splitkv's: the features' record (traces/fa2x,
-    replayed by tests/test_fa2_features.py) holds them, with its combine kernel."""
+    """Every kernel's problems are in this record, but the split-KV configurations': the features' record
+    (traces/fa2x, replayed by tests/test_fa2_features.py) holds them, with their combine kernel and KV caches."""
     kernels = {json.loads(str(golden[k]))["kernel"] for k in golden if k.endswith("/params")}
     features = load(GOLDEN.parents[1] / "fa2x" / "golden_fa2_features.npz", "python -m flashsim.gpu.validate_fa2_features")
     split = {json.loads(str(features[k]))["kernel"] for k in features if k.endswith("/params")} - kernels
-    assert split == {"fa2_splitkv"} and kernels | split == set(problems.KERNELS)
+    assert split == {"fa2_splitkv", "fa2_splitkv1"} and kernels | split == set(problems.KERNELS)
     prov = json.loads(str(golden["provenance"]))
     assert prov["compute_capability"] == "9.0"
 

@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
     (dict(tiles=(Tiles(64, 128, 64), Tiles(64, 64, 64))), r"^tiles=\[64, 64\]: kernel 'fa2': one Tiles per head dim"),
     (dict(tiles=()), r"^tiles=\(\): kernel 'fa2': expected a non-empty tuple of Tiles"),
     (dict(dtypes=("float32",)), r"^dtypes=\('float32',\): kernel 'fa2': expected element types"),
-    (dict(features=frozenset({"rotary"})), r"^features=.*kernel 'fa2': expected a frozenset of \('masks', 'softcap', 'gqa', 'chunk', 'hdim_v', 'dropout', 'alibi', 'varlen', 'splitkv'\)"),
+    (dict(features=frozenset({"rotary"})), r"^features=.*kernel 'fa2': expected a frozenset of \('masks', 'softcap', 'gqa', 'chunk', 'hdim_v', 'dropout', 'alibi', 'varlen', 'splitkv', 'kvcache', 'kvappend'\)"),
     (dict(ext_entry=None), r"^ext_entry=None: kernel 'fa2': an entry point of the second build exactly when the kernel "
-                           r"models one of \['alibi', 'dropout', 'varlen'\]"),
+                           r"models one of \['alibi', 'dropout', 'kvcache', 'varlen'\]"),
     (dict(ext_entry="fa2_{x}"), r"^ext_entry='fa2_\{x\}': kernel 'fa2': expected a format of \{hdim\} and \{dtype\}"),
     (dict(acc="f64"), r"^acc='f64': kernel 'fa2': expected one of \('f32', 'f16'\)"),
     (dict(source="fa2.cuh"), r"^source='fa2.cuh': kernel 'fa2': expected a bare .cu file name"),
@@ -78,7 +78,7 @@ def test_the_registry_holds_each_name_once_and_configurations_of_registered_kern
                                             r"source and twin"):
         register(dataclasses.replace(get("fa2_sm8x"), name="fa2_x", config_of="kernel1"))
     assert "fa2_x" not in SPECS
-    with pytest.raises(ArgumentError, match=r"^kernel='fa3': expected one of \('fa2', 'kernel1', 'v5', 'v6', 'fa2_sm8x', 'fa4h', 'fa2_chunked', 'fa2_splitkv'\)"):
+    with pytest.raises(ArgumentError, match=r"^kernel='fa3': expected one of \('fa2', 'kernel1', 'v5', 'v6', 'fa2_sm8x', 'fa4h', 'fa2_chunked', 'fa2_splitkv', 'fa2_splitkv1'\)"):
         get("fa3")
 
 

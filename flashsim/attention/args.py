@@ -182,6 +182,8 @@ class AttentionArgs:
     #: the launch's seqlen_k, which set_params_fprop puts in an unbounded window side facing a bounded one
     batch_offset: int = 0
     window_fill: int | None = None
+    #: flash_attn_with_kvcache: the cache (flashsim.attention.kvcache.KVCache); seqlen_k is then the cache's
+    kvcache: object | None = None
     # derived in __post_init__
     softmax_scale_f32: np.float32 = field(init=False)
     scale_log2_f32: np.float32 = field(init=False)
@@ -310,7 +312,11 @@ class AttentionArgs:
         return self.cu_seqlens_q is not None
 
     def seqlens(self) -> tuple[np.ndarray, np.ndarray]:
-        """(seqlen_q, seqlen_k) of every batch entry, int64 (batch,)."""
+        """(seqlen_q, seqlen_k) of every batch entry, int64 (batch,) (a KV cache's: its keys after the append)."""
+        if self.kvcache is not None:
+            kv = self.kvcache
+            return (np.full(self.batch, self.seqlen_q, np.int64),
+                    np.asarray(kv.seqlens, np.int64) + kv.seqlen_knew)
         if not self.varlen:
             return np.full(self.batch, self.seqlen_q, np.int64), np.full(self.batch, self.seqlen_k, np.int64)
         return np.diff(np.asarray(self.cu_seqlens_q, np.int64)), np.diff(np.asarray(self.cu_seqlens_k, np.int64))
@@ -321,7 +327,7 @@ class AttentionArgs:
         sq, sk = (int(x[b]) for x in self.seqlens())
         al = self.alibi_slopes
         return replace(self, batch=1, seqlen_q=sq, seqlen_k=sk, cu_seqlens_q=None, cu_seqlens_k=None, total_q=0,
-                       total_k=0, batch_offset=self.batch_offset + b, window_fill=max(self.seqlen_k, sk),
+                       total_k=0, kvcache=None, batch_offset=self.batch_offset + b, window_fill=max(self.seqlen_k, sk),
                        alibi_slopes=None if al is None else (al[b if len(al) > 1 else 0],))
 
     # ---- shapes ----
@@ -592,7 +598,9 @@ def _packed(name: str, cu, n: int | None) -> np.ndarray:
 def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                alibi_slopes=None, deterministic=False, return_attn_probs=False, *,
                attention_chunk=0, rng_state=None, generator=None, num_splits=1, num_sms=None, cu_seqlens_q=None,
-               cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None) -> AttentionArgs:
+               cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, k_new=None, v_new=None, cache_seqlens=None,
+               cache_batch_idx=None, cache_leftpad=None, block_table=None, rotary_cos=None, rotary_sin=None,
+               rotary_interleaved=True) -> AttentionArgs:
     """Check flash_attn_func's arguments as FA2 does and normalise them into an :class:`AttentionArgs`.
 
     Bad arguments raise ``ArgumentError`` (``name=<value!r>: why``). With dropout, ``rng_state=(seed, offset)``
@@ -603,7 +611,19 @@ def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_
     ``flashsim.attention.dispatch.num_splits`` on ``num_sms`` SMs (default 132, an H100 SXM).
     ``cu_seqlens_q``/``cu_seqlens_k`` (int32 (batch + 1,)) with ``max_seqlen_q``/``max_seqlen_k``: packed
     sequences as flash_attn_varlen_func takes them, q (total_q, heads, headdim), k and v (total_k, heads_k, ...).
+    ``k_new``, ``v_new``, ``cache_seqlens``, ``cache_batch_idx``, ``block_table``, ``rotary_cos``, ``rotary_sin``,
+    ``rotary_interleaved`` (``cache_leftpad`` is not modelled): flash_attn_with_kvcache's call, k and v the
+    caches (flashsim.attention.kvcache.check_cache).
     """
+    kvc = None
+    if any(x is not None for x in (k_new, v_new, cache_seqlens, cache_batch_idx, cache_leftpad, block_table,
+                                   rotary_cos, rotary_sin)):
+        from flashsim.attention.kvcache import check_cache
+
+        if cu_seqlens_q is not None or cu_seqlens_k is not None:
+            raise NotImplementedError("a KV cache with packed sequences (cu_seqlens) is not modelled")
+        kvc, k, v = check_cache(q, k, v, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                                cache_leftpad, block_table, rotary_interleaved)
     # the tensors: dtype, rank, then one device and dtype for all three (mha_fwd's order)
     dtype = _dtype_name(q, "q")
     for name, x in (("k", k), ("v", v)):
@@ -714,6 +734,8 @@ def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_
     if int(num_splits) > 1 and p > 0.0:
         raise bad_argument("num_splits", num_splits, "split-KV has no dropout (flash-attn: \"SplitKV is not "
                                                      "implemented for dropout\")")
+    if kvc is not None and p > 0.0:
+        raise bad_argument("dropout_p", dropout_p, "flash_attn_with_kvcache has no dropout")
     if int(num_splits) != 1 and packed:
         raise NotImplementedError("split-KV of packed sequences (num_splits with cu_seqlens) is not modelled")
     state = None
@@ -730,6 +752,8 @@ def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_
         causal = False
     if causal:
         right = 0
+    if kvc is not None:
+        kvc.check_rotary_rows(seqlen_q, causal or left >= 0 or right >= 0)
     splits = int(num_splits)
     if splits == 0:
         from flashsim.attention.dispatch import num_splits as heuristic
@@ -741,7 +765,7 @@ def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_
                          softcap=cap, deterministic=deterministic, device=_device(q),
                          attention_chunk=int(attention_chunk), headdim_v=headdim_v, dropout_p=p, rng_state=state,
                          alibi_slopes=slopes, return_softmax=bool(return_attn_probs and p > 0.0), num_splits=splits,
-                         **packed_fields)
+                         kvcache=kvc, **packed_fields)
 
 
 #: the generator a call with dropout uses when given neither ``generator`` nor ``rng_state``

@@ -104,7 +104,8 @@ def _attention(q, k, v, args: AttentionArgs, ftype, scale, softcap, p_dtype=None
     return out.transpose(0, 3, 1, 2, 4).reshape(b, sq, h, dv), lse.reshape(b, h, sq)
 
 
-def attention_reference(q, k, v, args: AttentionArgs) -> tuple[np.ndarray, np.ndarray]:
+def attention_reference(q, k, v, args: AttentionArgs,
+                        kv: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(out, lse) in float64 from the inputs' exact values: the truth a kernel is measured against.
 
     Uses ``args.softmax_scale`` (the Python float asked for, not the kernel's float32 copy) and
@@ -112,11 +113,62 @@ def attention_reference(q, k, v, args: AttentionArgs) -> tuple[np.ndarray, np.nd
     with no key gives out 0 and lse +inf (FA2's convention); NaN inputs give NaN (the kernel instead
     writes lse +inf for a NaN row sum: a twin models that, the reference does not).
     """
+    if getattr(args, "kvcache", None) is not None:  # (a bad args is reported by _inputs)
+        return _kv_reference(attention_reference, q, k, v, args, kv, np.float64)
     q, k, v = _inputs(q, k, v, args)
     if args.varlen:
         return _per_sequence(attention_reference, q, k, v, args, np.float64)
     keep_scale = 1.0 / (1.0 - args.dropout_p) if args.dropout_p > 0 else None
     return _attention(q, k, v, args, np.float64, args.softmax_scale, args.softcap, keep_scale=keep_scale)
+
+
+def rotary(x: np.ndarray, pos: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: bool) -> np.ndarray:
+    """Rotary embedding of rows ``x`` (n, d) at table rows ``pos`` in float64, rounded to x's dtype: the first
+    rotary_dim = 2 cos.shape[1] dims, in pairs (2i, 2i + 1) or (i, i + rotary_dim / 2)."""
+    rd = 2 * cos.shape[1]
+    f = x.astype(np.float64)
+    c, s_ = cos[pos].astype(np.float64), sin[pos].astype(np.float64)
+    out = f.copy()
+    if interleaved:
+        x0, x1 = f[:, 0:rd:2], f[:, 1:rd:2]
+        out[:, 0:rd:2], out[:, 1:rd:2] = x0 * c - x1 * s_, x0 * s_ + x1 * c
+    else:
+        x0, x1 = f[:, :rd // 2], f[:, rd // 2:rd]
+        out[:, :rd // 2], out[:, rd // 2:rd] = x0 * c - x1 * s_, x1 * c + x0 * s_
+    with np.errstate(over="ignore"):
+        return out.astype(x.dtype)
+
+
+def kv_inputs(q, k_cache, v_cache, args: AttentionArgs, kv: dict | None, b: int):
+    """Batch entry ``b`` of a KV-cache call as attention inputs: its queries, the cache's first cache_seqlens[b]
+    keys and values then the appended ones, rotated (float64, rounded) where the call has rotary tables."""
+    kc = args.kvcache
+    kv = kv or {}
+    skc, n = kc.seqlens[b], kc.seqlen_knew
+    e, r = kc.rows(b, np.arange(skc))
+    kb, vb, qb = k_cache[e, r], v_cache[e, r], q[b]
+    if n:
+        kn, vn = kv["k_new"][b], kv["v_new"][b]
+        if kc.rotary_dim:
+            cos, sin, il = kv["rotary_cos"], kv["rotary_sin"], kc.rotary_interleaved
+            kn = np.stack([rotary(kn[:, h], skc + np.arange(n), cos, sin, il) for h in range(kn.shape[1])], axis=1)
+            rows = skc + (np.arange(args.seqlen_q) if (args.is_causal or args.is_local) else np.zeros(args.seqlen_q, int))
+            qb = np.stack([rotary(qb[:, h], rows, cos, sin, il) for h in range(qb.shape[1])], axis=1)
+        kb, vb = np.concatenate([kb, kn]), np.concatenate([vb, vn])
+    return qb, kb, vb
+
+
+def _kv_reference(fn, q, k, v, args: AttentionArgs, kv, out_dtype, **kw):
+    """``fn`` on each batch entry of a KV-cache call (:func:`kv_inputs`): out (batch, seqlen_q, heads, headdim_v),
+    lse (batch, heads, seqlen_q)."""
+    q, k, v = (to_numpy(x, n) for x, n in ((q, "q"), (k, "k_cache"), (v, "v_cache")))
+    out = np.zeros(args.out_shape, out_dtype)
+    lse = np.zeros(args.lse_shape, np.float32 if out_dtype != np.float64 else np.float64)
+    for b in range(args.batch):
+        qb, kb, vb = kv_inputs(q, k, v, args, kv, b)
+        o_b, l_b = fn(qb[None], kb[None], vb[None], args.sequence(b), **kw)
+        out[b], lse[b] = o_b[0], l_b[0]
+    return out, lse
 
 
 def _per_sequence(fn, q, k, v, args: AttentionArgs, out_dtype, **kw):
@@ -132,7 +184,8 @@ def _per_sequence(fn, q, k, v, args: AttentionArgs, out_dtype, **kw):
     return out, lse
 
 
-def attention_lowp(q, k, v, args: AttentionArgs, *, acc: str = "f32") -> tuple[np.ndarray, np.ndarray]:
+def attention_lowp(q, k, v, args: AttentionArgs, *, acc: str = "f32",
+                   kv: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(out in the input dtype, lse float32) of a plain attention at the kernel's precisions.
 
     Inputs as given; scores, scale (``args.softmax_scale_f32``), softcap, softmax and the row sum in
@@ -146,6 +199,8 @@ def attention_lowp(q, k, v, args: AttentionArgs, *, acc: str = "f32") -> tuple[n
     if acc == "f16" and args.dtype != "float16":
         raise bad_argument("acc", acc, f"f16 accumulation needs float16 inputs (mma has no {args.dtype} "
                                        f"inputs with an f16 accumulator)")
+    if getattr(args, "kvcache", None) is not None:
+        return _kv_reference(attention_lowp, q, k, v, args, kv, args.np_dtype, acc=acc)
     q, k, v = _inputs(q, k, v, args)
     if args.varlen:
         return _per_sequence(attention_lowp, q, k, v, args, args.np_dtype, acc=acc)

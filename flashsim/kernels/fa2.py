@@ -54,7 +54,8 @@ from flashsim.attention.args import round_multiple
 from flashsim.errors import bad_argument
 from flashsim.kernels.spec import fa2_smem_layout as smem_layout  # noqa: F401 (the layout smem_off computes)
 from flashsim.kernels.spec import get
-from flashsim.kernels.common import MMA_TYPE, NEG_INF, POS_INF, XOR, CtaJob, narrow, quad_merge, quad_split, run_job
+from flashsim.kernels.common import (MMA_TYPE, NEG_INF, POS_INF, XOR, CtaJob, narrow, quad_merge, quad_split, run_job,
+                                     widen)
 from flashsim.numerics.cfloat import FAST_MATH as F  # fa2.cu is built with --use_fast_math
 from flashsim.numerics.cfloat import __logf, exp2f, expf, fmaxf, fmul_rn, tanh_approx, where
 from flashsim.numerics import sfu
@@ -119,6 +120,7 @@ class Problem:
     n_split: int = 0
     num_splits: int = 1
     kernel_even_mn: bool = True
+    split_seqlen_k: int | None = None  # the launch's seqlen_k the splits divide (a KV cache's capacity), None: seqlen_k
 
     @property
     def split_out(self) -> bool:
@@ -159,7 +161,8 @@ class Problem:
         """(n_block_min, n_block_max) of each m_block, with C++ integer division (truncation toward 0)."""
         m_block = np.asarray(m_block, np.int64)
         bn = self.block_n
-        per = -(-(-(-self.seqlen_k // bn)) // self.num_splits)  # a split's blocks (kSplit)
+        cap = self.seqlen_k if self.split_seqlen_k is None else self.split_seqlen_k
+        per = -(-(-(-cap // bn)) // self.num_splits)  # a split's blocks (kSplit), of the launch's seqlen_k
         split_lo = self.n_split * per
         if self.is_local:
             lo = np.maximum(split_lo, _cdiv_trunc(m_block * self.block_m + self.seqlen_k - self.seqlen_q
@@ -236,9 +239,9 @@ def _split_fields(inst, args) -> dict:
     """The kSplit launch's Problem fields: flash-attn's Is_even_MN of the split-KV kernel (run_flash_splitkv_fwd:
     both seqlens multiples of the tiles, not packed, d the instance's, no local window, no ALiBi, head dim <=
     128) and the split count."""
-    if "splitkv" not in inst.spec.features:
+    if not inst.spec.split_kernel:
         return {}
-    even = (not args.varlen and args.seqlen_q % inst.block_m == 0 and args.seqlen_k % inst.block_n == 0
+    even = (not args.varlen and args.kvcache is None and args.seqlen_q % inst.block_m == 0 and args.seqlen_k % inst.block_n == 0
             and args.headdim_padded == inst.headdim and not args.is_local and args.alibi_slopes is None
             and inst.headdim <= 128)
     return dict(split_kernel=True, num_splits=args.num_splits, kernel_even_mn=even)
@@ -533,12 +536,100 @@ def combine(pb: Problem, oaccum: np.ndarray, lse_accum: np.ndarray):
     return np.ascontiguousarray(out), logsum.bits.reshape(pb.batch, pb.heads, pb.seqlen_q)
 
 
-def simulate(pb: Problem, args, q, k, v, *, threads: int | None = None, progress=None, rec=None, cluster=None):
+def _launch(pb: Problem, q, k, v, progress=None, **kw):
+    """One launch of ``pb`` on padded inputs: :func:`forward`, or with more than one split each split and then
+    :func:`combine`."""
+    if not pb.split_out:
+        return forward(pb, q, k, v, progress=progress, **kw)
+    parts = [forward(replace(pb, n_split=i), q, k, v, progress=None if progress is None else
+                     (lambda d, t, i=i: progress(i * t + d, pb.num_splits * t)), **kw)
+             for i in range(pb.num_splits)]
+    return combine(pb, np.stack([r[0] for r in parts]), np.stack([r[1] for r in parts]))
+
+
+def rotate(x: np.ndarray, pos: np.ndarray, cos: np.ndarray, sin: np.ndarray, rotary_dim: int, interleaved: bool,
+           dtype: str) -> np.ndarray:
+    """fa2.cu's rotate8 (flash-attn's rotary.h) on 16-bit rows ``x`` (n, d) at table rows ``pos`` (n,): columns
+    below rotary_dim rotated in f32 and rounded back (cvt.rn), the others as they are. Interleaved: ``x0 c - x1 s``
+    as FMUL.FTZ x1 s then FFMA.FTZ x0, c, -that; ``x0 s + x1 c`` as FMUL.FTZ x1 c then FFMA.FTZ x0, s, that. Otherwise
+    ``x c + x_other (+-s)``: FMUL.FTZ x_other, +-s then FFMA.FTZ x, c, that."""
+    out = x.copy()
+    c, sn = F(widen(cos[pos], dtype)), F(widen(sin[pos], dtype))
+    xf = widen(x[:, :rotary_dim], dtype)
+    if interleaved:
+        x0, x1 = F(xf[:, 0::2]), F(xf[:, 1::2])
+        real = x0 * c - fmul_rn(x1, sn)
+        imag = x0 * sn + fmul_rn(x1, c)
+        y = np.empty_like(xf)
+        y[:, 0::2], y[:, 1::2] = real.bits, imag.bits
+    else:
+        h = rotary_dim // 2
+        x0, x1 = F(xf[:, :h]), F(xf[:, h:])
+        y = np.concatenate([(x0 * c + fmul_rn(x1, -sn)).bits, (x1 * c + fmul_rn(x0, sn)).bits], axis=1)
+    out[:, :rotary_dim] = narrow(y, dtype)
+    return out
+
+
+def _kv_sequence(pb: Problem, args, b: int, q, kc, vc, inputs: dict):
+    """Batch entry ``b`` of a KV-cache call: its queries (rotated), its keys and values as the CTAs read them (the
+    cache's rows below cache_seqlens[b], then the appended ones, rotated) and the appended rows, (q, k, v, k_new,
+    v_new) padded 16-bit."""
+    kv = args.kvcache
+    skc, n_new = kv.seqlens[b], kv.seqlen_knew
+    e, r = kv.rows(b, np.arange(skc))
+    kb, vb = kc[e, r], vc[e, r]
+    qb = q[b]
+    k_new = v_new = None
+    if n_new:
+        k_new, v_new = inputs["k_new"][b], inputs["v_new"][b]
+        if kv.rotary_dim:
+            rot = (inputs["rotary_cos"], inputs["rotary_sin"], kv.rotary_dim, kv.rotary_interleaved, pb.dtype)
+            k_new = np.stack([rotate(k_new[:, h], skc + np.arange(n_new), *rot) for h in range(pb.heads_k)], axis=1)
+            rows = skc + (np.arange(pb.seqlen_q) if (pb.is_causal or pb.is_local) else 0)
+            rows = np.broadcast_to(rows, (pb.seqlen_q,))
+            qb = np.stack([rotate(qb[:, h], rows, *rot) for h in range(pb.heads)], axis=1)
+        kb, vb = np.concatenate([kb, k_new]), np.concatenate([vb, v_new])
+    return qb, kb, vb, k_new, v_new
+
+
+def _appended_rows(sub: Problem, skc: int, n_new: int) -> np.ndarray:
+    """The appended keys some CTA of a batch entry writes into the cache: of each (m_block, split) whose KV range
+    is not empty, the rows [skc, skc + n_new) of its blocks from skc's on (fa2.cu's append); bool (n_new,)."""
+    bn, written = sub.block_n, np.zeros(n_new, bool)
+    for s_ in range(sub.num_splits):
+        lo, hi = replace(sub, n_split=s_).n_block_range(np.arange(sub.m_blocks))
+        for a, z in zip(lo, hi):
+            if z > a:
+                first = max(int(a), skc // bn) * bn
+                written[max(first - skc, 0):max(int(z) * bn - skc, 0)] = True
+    return written
+
+
+def simulate(pb: Problem, args, q, k, v, *, threads: int | None = None, progress=None, rec=None, cluster=None,
+             inputs: dict | None = None):
     """The launch of ``pb`` on padded 16-bit inputs, as :func:`forward` returns it, for every kind of call: a
     packed call runs each sequence as a launch of its own (``AttentionArgs.sequence``: its lengths, batch index
     and ALiBi row, flash-attn's BlockInfo), a split-KV call (``num_splits > 1``) each split and then the combine
-    kernel. Shapes of the call (``args.out_shape``, ``args.lse_shape``)."""
+    kernel, a KV-cache call each batch entry on its cache rows and appended keys (``inputs``: padded k_new, v_new
+    and the rotary tables), returning the caches after the append third and fourth. Shapes of the call
+    (``args.out_shape``, ``args.lse_shape``)."""
     kw = dict(threads=threads, rec=rec, cluster=cluster)
+    if args.kvcache is not None:
+        kv = args.kvcache
+        o = np.zeros((*q.shape[:-1], pb.dv), np.uint16)
+        lse = np.zeros(args.lse_shape, np.uint32)
+        kc, vc = k.copy(), v.copy()
+        for b in range(args.batch):
+            qb, kb, vb, k_new, v_new = _kv_sequence(pb, args, b, q, k, v, inputs or {})
+            sub = replace(pb, batch=1, seqlen_k=kb.shape[0], batch_offset=b, varlen=True,
+                          split_seqlen_k=pb.seqlen_k, alibi=None if pb.alibi is None else (pb.alibi[b],))
+            res = _launch(sub, qb[None], kb[None], vb[None], **kw)
+            o[b], lse[b] = res[0][0], res[1][0]
+            if kv.seqlen_knew:
+                rows = np.nonzero(_appended_rows(sub, kv.seqlens[b], kv.seqlen_knew))[0]
+                e, r = kv.rows(b, kv.seqlens[b] + rows)
+                kc[e, r], vc[e, r] = k_new[rows], v_new[rows]
+        return o, lse, kc, vc
     if args.varlen:
         o = np.zeros((*q.shape[:-1], pb.dv), np.uint16)
         lse = np.full(args.lse_shape, POS_INF, np.uint32)  # rows of no sequence: out 0, LSE +inf
@@ -554,19 +645,14 @@ def simulate(pb: Problem, args, q, k, v, *, threads: int | None = None, progress
             sub = replace(pb, batch=1, seqlen_q=int(sq[b]), seqlen_k=int(sk[b]), batch_offset=b, varlen=True,
                           alibi=None if pb.alibi is None else (pb.alibi[b],))
             q0, k0 = cu_q[b], cu_k[b]
-            res = forward(sub, q[None, q0:q0 + sq[b]], k[None, k0:k0 + sk[b]], v[None, k0:k0 + sk[b]],
+            res = _launch(sub, q[None, q0:q0 + sq[b]], k[None, k0:k0 + sk[b]], v[None, k0:k0 + sk[b]],
                           progress=hook, **kw)
             o[q0:q0 + sq[b]] = res[0][0]
             lse[:, q0:q0 + sq[b]] = res[1][0]
             if s_dmask is not None:
                 s_dmask[b, :, :res[2].shape[2], :res[2].shape[3]] = res[2][0]
         return (o, lse) if s_dmask is None else (o, lse, s_dmask)
-    if pb.split_out:
-        parts = [forward(replace(pb, n_split=i), q, k, v, progress=None if progress is None else
-                         (lambda d, t, i=i: progress(i * t + d, pb.num_splits * t)), **kw)
-                 for i in range(pb.num_splits)]
-        return combine(pb, np.stack([r[0] for r in parts]), np.stack([r[1] for r in parts]))
-    return forward(pb, q, k, v, progress=progress, **kw)
+    return _launch(pb, q, k, v, progress=progress, **kw)
 
 
 def run(q, k, v, softmax_scale=None, *, kernel: str = "fa2", threads: int | None = None, progress=None, rec=None,
@@ -586,23 +672,48 @@ def run(q, k, v, softmax_scale=None, *, kernel: str = "fa2", threads: int | None
     args = check(q, k, v, softmax_scale, kernel, **kw)
     if args.launches_nothing:  # mha_fwd (mha_varlen_fwd: max_seqlen_k == 0): no launch; out 0, lse +inf
         res = np.zeros(args.out_shape, args.np_dtype), np.full(args.lse_shape, np.inf, np.float32)
+        if args.kvcache is not None:
+            return res + (np.asarray(k).copy(), np.asarray(v).copy())
         return res + (np.zeros(args.s_dmask_shape, args.np_dtype),) if args.return_softmax else res
     pb = problem_from_args(args, kernel)
     qp, kp, vp = pad_inputs(args, q, k, v, kernel)
     with using(workers=workers, scheduler=scheduler, client=client) as cl:
-        res = simulate(pb, args, qp, kp, vp, threads=threads, progress=progress, rec=rec, cluster=cl)
+        res = simulate(pb, args, qp, kp, vp, threads=threads, progress=progress, rec=rec, cluster=cl,
+                       inputs=kv_inputs(args, kw, kernel))
     out = (np.ascontiguousarray(res[0][..., :args.headdim_v]).view(args.np_dtype), res[1].view(np.float32))
+    if args.kvcache is not None:  # the caches after the append
+        return out + tuple(np.ascontiguousarray(c[..., :d]).view(args.np_dtype)
+                           for c, d in ((res[2], args.headdim), (res[3], args.headdim_v)))
     return out + (res[2].view(args.np_dtype),) if args.return_softmax else out
+
+
+def kv_inputs(args, kw: dict, kernel: str = "fa2") -> dict:
+    """A KV-cache call's other arrays as 16-bit patterns: k_new and v_new zero-padded to the instance's head dims,
+    the rotary tables as given."""
+    if args.kvcache is None:
+        return {}
+    inst = get(kernel).instance_for(args)
+    out = {}
+    for name, d in (("k_new", inst.headdim), ("v_new", inst.headdim_v), ("rotary_cos", None), ("rotary_sin", None)):
+        x = kw.get(name)
+        if x is None:
+            continue
+        x = np.ascontiguousarray(np.asarray(x)).view(np.uint16)
+        if d is not None and x.shape[-1] != d:
+            x = np.concatenate([x, np.zeros((*x.shape[:-1], d - x.shape[-1]), np.uint16)], axis=-1)
+        out[name] = x
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- the kernel
 
 
-def launch_args(inst, args, q, k, v, xp):
+def launch_args(inst, args, q, k, v, xp, **kw):
     """fa2.cu's parameters on the array module ``xp``: q, k, v zero-padded to the instance's head dim, o,
     lse, then the scalars of :class:`Problem` (and of the kChunked, kExt or kSplit entry points); ``fetch()``
-    gives (out cropped to the head dim, lse[, S_dmask]). A split-KV launch with more than one split returns a
-    fourth item: the combine kernel's launch (entry point, grid, parameters)."""
+    gives (out cropped to the head dim, lse[, S_dmask]), and for a KV-cache call (``kw``: k_new, v_new and the
+    rotary tables) the caches after it too. A split-KV launch with more than one split returns a fourth item: the
+    combine kernel's launch (entry point, grid, parameters)."""
     pb = problem(inst, args)
     d_q, d_k, d_v = (xp.asarray(x) for x in pad_inputs(args, q, k, v, inst.spec.name))
     d_o = xp.zeros(d_q.shape, d_q.dtype)
@@ -618,6 +729,12 @@ def launch_args(inst, args, q, k, v, xp):
     slopes = args.alibi_array
     d_slopes = xp.asarray(np.ascontiguousarray(slopes)) if slopes is not None else null
     d_p, post = None, ()
+    kv, inputs = args.kvcache, kv_inputs(args, kw, inst.spec.name)
+
+    def dev(x, dtype=np.int32):
+        return null if x is None else xp.asarray(np.ascontiguousarray(np.asarray(x, dtype)))
+
+    d_lens = dev(None if kv is None else kv.seqlens)
     if pb.split_kernel:  # the kSplit entry points (fa2.cu)
         d_oacc = d_lacc = null
         if pb.split_out:
@@ -630,6 +747,16 @@ def launch_args(inst, args, q, k, v, xp):
                      (d_oacc, d_lacc, d_o, d_lse, np.int32(args.batch), np.int32(args.heads), np.int32(args.seqlen_q),
                       np.int32(pb.num_splits), np.int32(max_splits))),)
         params += (d_slopes, np.int32(args.heads), d_oacc, d_lacc, np.int32(pb.kernel_even_mn), np.int32(args.batch))
+        table = None if kv is None else kv.block_table
+        page = 0 if kv is None else kv.page_block_size
+        rows = page if table is not None else args.seqlen_k
+        params += (d_lens, dev(None if kv is None else kv.batch_idx), dev(table),
+                   np.int32(0 if table is None else len(table[0])), np.int32(page),
+                   np.int64(rows * args.heads_k * inst.headdim),
+                   dev(inputs.get("k_new"), np.uint16), dev(inputs.get("v_new"), np.uint16),
+                   np.int32(0 if kv is None else kv.seqlen_knew), dev(inputs.get("rotary_cos"), np.uint16),
+                   dev(inputs.get("rotary_sin"), np.uint16), np.int32(0 if kv is None else kv.rotary_dim),
+                   np.int32(1 if kv is None else kv.rotary_interleaved))
     elif inst.uses_ext(args):  # the kExt entry points (fa2.cu's header)
         d_p = xp.zeros(args.s_dmask_shape, np.uint16) if args.return_softmax else None
         packed = [xp.asarray(np.asarray(c, np.int32)) for c in (args.cu_seqlens_q, args.cu_seqlens_k)] \
@@ -638,10 +765,13 @@ def launch_args(inst, args, q, k, v, xp):
                    np.int32(pb.dropout), np.uint32(pb.p_dropout_u8), np.float32(pb.rp_dropout),
                    np.uint64(pb.philox_seed), np.uint64(pb.philox_offset),
                    d_p if d_p is not None else null, np.int32(args.seqlen_q_rounded),
-                   np.int32(args.seqlen_k_rounded), *packed, np.int32(args.total_q))
+                   np.int32(args.seqlen_k_rounded), *packed, np.int32(args.total_q), d_lens)
 
     def fetch():
         out = np.ascontiguousarray(xp.asnumpy(d_o)[..., :args.headdim]).view(args.np_dtype)
+        if kv is not None:
+            return out, xp.asnumpy(d_lse), *(np.ascontiguousarray(xp.asnumpy(c)[..., :d]).view(args.np_dtype)
+                                            for c, d in ((d_k, args.headdim), (d_v, args.headdim_v)))
         if d_p is not None:
             return out, xp.asnumpy(d_lse), xp.asnumpy(d_p).view(args.np_dtype)
         return out, xp.asnumpy(d_lse)

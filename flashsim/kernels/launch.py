@@ -111,7 +111,8 @@ def prepare(kernel: str, q, k, v, softmax_scale=None, *, trace: bool = False, ba
     smem = inst.smem_bytes
     if smem > _DEFAULT_SMEM:
         func.max_dynamic_shared_size_bytes = smem
-    params, fetch, reset, *post = spec.twin_module.launch_args(inst, args, q, k, v, xp)
+    kv = {n: kw[n] for n in ("k_new", "v_new", "rotary_cos", "rotary_sin") if kw.get(n) is not None}
+    params, fetch, reset, *post = spec.twin_module.launch_args(inst, args, q, k, v, xp, **kv)
     after = tuple((get_kernel(spec.source, name, options=spec.build_options(trace), arch=spec.arch), grid, p)
                   for name, grid, p in (post[0] if post else ()))
     return Prepared(func, inst.grid(args), spec.threads, params, smem, fetch, reset, after)

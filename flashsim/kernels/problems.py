@@ -43,6 +43,12 @@ ALIBIS = ("none", "none", "heads", "batch")
 SPLITS = (2, 3, 4, 5, 8, 16, 128)
 #: batch sizes of packed problems (flash_attn_varlen_func), each sequence's lengths drawn of its own
 VARLEN_BATCH = (1, 2, 3, 5)
+#: a KV cache problem (flash_attn_with_kvcache): its layout, capacity, appended keys, rotary and split count
+KV_LAYOUTS = ("plain", "batch_idx", "paged")
+KV_CAPACITY = (100, 256, 300, 512)
+KV_NEW = (0, 1, 5, 40)
+KV_ROTARY = ("none", "interleaved", "halves")
+KV_SPLITS = (1, 1, 2, 3, 5)
 _NP = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
 # scale that puts N(0, 1) entries into the subnormal range of each format (f16 below 2^-14, bf16 below 2^-126)
 _SUBNORMAL = {"float16": 2.0**-17, "bfloat16": 2.0**-129}
@@ -109,7 +115,31 @@ def draw_params(pick: Pick, kernel: str, force: dict | None = None) -> dict:
         p["seqlens_k"] = tuple(pick("seqlen_k", (dom.seqlen_k or dom.seqlen_q) + (0,)) for _ in range(b))
         p["seqlen_q"], p["seqlen_k"] = max(p["seqlens_q"]), max(p["seqlens_k"])
         p["varlen"] = True
+    if "kvappend" in spec.features and pick("kvcache", (False,)):  # a KV cache only when forced
+        _draw_kvcache(pick, p)
     return p
+
+
+def _draw_kvcache(pick: Pick, p: dict) -> None:
+    """A flash_attn_with_kvcache problem: the cache layout, capacity (paged: pages of 256 rows), each entry's
+    cache length, the appended keys, rotary, the split count, and the kernel flash-attn runs for it (the split
+    kernel when it appends, indexes or pages the cache or splits, else fa2 with per-entry lengths)."""
+    p.pop("dropout_p", None), p.pop("return_attn_probs", None)
+    p["kind"] = "large" if p["kind"] == "large" else "normal"
+    layout = p["kv_layout"] = pick("kv_layout", KV_LAYOUTS)
+    cap = 256 * pick("kv_pages", (1, 2)) if layout == "paged" else pick("kv_capacity", KV_CAPACITY)
+    p["seqlen_k"] = cap
+    knew = p["kv_new"] = pick("kv_new", KV_NEW)
+    p["seqlen_q"] = min(p["seqlen_q"], cap)
+    p["kv_seqlens"] = tuple(pick("kv_seqlen", (0, 1, (cap - knew) // 3, cap - knew - 1, cap - knew))
+                            for _ in range(p["batch"]))
+    p["kv_seqlens"] = tuple(max(0, min(x, cap - knew)) for x in p["kv_seqlens"])
+    p["kv_rotary"] = pick("kv_rotary", KV_ROTARY) if knew and p["headdim"] >= 16 else "none"
+    p["kv_rotary_dim"] = pick("kv_rotary_dim", (16, 32, 64)) if p["kv_rotary"] != "none" else 0
+    p["num_splits"] = pick("num_splits", KV_SPLITS)
+    forced = knew > 0 or layout != "plain"
+    p["kernel"] = "fa2_splitkv" if p["num_splits"] > 1 else ("fa2_splitkv1" if forced else "fa2")
+    p["kvcache"] = True
 
 
 def _forced(pick: Pick, force: dict) -> Pick:
@@ -135,7 +165,9 @@ class Case:
                                      f"dropout={p['dropout_p']}" if p.get("dropout_p") else "",
                                      "probs" if p.get("return_attn_probs") else "",
                                      f"alibi={p['alibi']}" if p.get("alibi", "none") != "none" else "",
-                                     f"splits={p['num_splits']}" if p.get("num_splits") else "") if x)
+                                     f"splits={p['num_splits']}" if p.get("num_splits") else "",
+                                     (f"kv={p['kv_layout']} lens={p['kv_seqlens']} new={p['kv_new']} "
+                                      f"rotary={p['kv_rotary']}") if p.get("kvcache") else "") if x)
         sq, sk = (p["seqlens_q"], p["seqlens_k"]) if p.get("varlen") else (p["seqlen_q"], p["seqlen_k"])
         return (f"{p['kernel']} {p['dtype']} b={p['batch']} h={p['heads']}/{p['heads_k']} sq={sq} "
                 f"sk={sk} d={p['headdim']} {p['kind']} seed={p['seed']} {extra}").rstrip()
@@ -145,6 +177,8 @@ def make_case(params: dict) -> Case:
     p = params
     rng = np.random.default_rng(p["seed"])
     dt = _NP[p["dtype"]]
+    if p.get("kvcache"):
+        return _kv_case(p)
     if p.get("varlen"):  # packed: every sequence's rows, then one row of no sequence
         qs = (sum(p["seqlens_q"]) + 1, p["heads"], p["headdim"])
         ks = (sum(p["seqlens_k"]) + 1, p["heads_k"], p["headdim"])
@@ -172,6 +206,40 @@ def make_case(params: dict) -> Case:
         v[at(v)] = -np.inf
     q, k, v = (x.astype(np.float32).astype(dt) for x in (q, k, v))
     return Case(params, q, k, v, call_kwargs(params))
+
+
+def _kv_case(p: dict) -> Case:
+    """The arrays of a KV-cache problem: q, the caches (entries, or pages in a shuffled block table), k and v to
+    append, the rotary tables (angles in [0, 6), q's dtype), from its seed."""
+    rng = np.random.default_rng(p["seed"])
+    dt = _NP[p["dtype"]]
+    b, hk, d, cap = p["batch"], p["heads_k"], p["headdim"], p["seqlen_k"]
+    scale = float(rng.uniform(4, 16)) if p["kind"] == "large" else 1.0
+    q = rng.standard_normal((b, p["seqlen_q"], p["heads"], d)) * scale
+    kw = {}
+    if p["kv_layout"] == "paged":
+        pages = cap // 256
+        n = b * pages + 1
+        shape = (n, 256, hk, d)
+        kw["block_table"] = rng.permutation(n)[:b * pages].reshape(b, pages).astype(np.int32)
+    else:
+        entries = b + (p["kv_layout"] == "batch_idx")
+        shape = (entries, cap, hk, d)
+        if p["kv_layout"] == "batch_idx":
+            kw["cache_batch_idx"] = rng.permutation(entries)[:b].astype(np.int32)
+    kc, vc = rng.standard_normal(shape) * scale, rng.standard_normal(shape)
+    kw["cache_seqlens"] = np.asarray(p["kv_seqlens"], np.int32)
+    if p["kv_new"]:
+        kw["k_new"] = (rng.standard_normal((b, p["kv_new"], hk, d)) * scale).astype(np.float32).astype(dt)
+        kw["v_new"] = rng.standard_normal((b, p["kv_new"], hk, d)).astype(np.float32).astype(dt)
+    if p["kv_rotary"] != "none":
+        rd = min(p["kv_rotary_dim"], d // 16 * 16)
+        ang = rng.uniform(0, 6, (cap + p["seqlen_q"], rd // 2))
+        kw.update(rotary_cos=np.cos(ang).astype(np.float32).astype(dt), rotary_sin=np.sin(ang).astype(np.float32).astype(dt),
+                  rotary_interleaved=p["kv_rotary"] == "interleaved")
+    q, kc, vc = (x.astype(np.float32).astype(dt) for x in (q, kc, vc))
+    kwargs = {**call_kwargs(p), **kw}
+    return Case(p, q, kc, vc, kwargs)
 
 
 def alibi_slopes(p: dict) -> np.ndarray | None:
@@ -204,7 +272,7 @@ def call_kwargs(p: dict) -> dict:
                       return_attn_probs=bool(p.get("return_attn_probs")))
     if p.get("alibi", "none") != "none":
         kwargs["alibi_slopes"] = alibi_slopes(p)
-    if p.get("num_splits"):
+    if p.get("num_splits") and (p.get("num_splits") != 1 or p.get("kvcache")):
         kwargs["num_splits"] = p["num_splits"]
     if p.get("varlen"):
         kwargs.update(cu_seqlens_q=np.cumsum((0,) + tuple(p["seqlens_q"])).astype(np.int32),

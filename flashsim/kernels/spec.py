@@ -53,9 +53,12 @@ FEATURES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "alibi": ("ALiBi (alibi_slopes)", lambda a: a.alibi_slopes is not None),
     "varlen": ("packed sequences (cu_seqlens)", lambda a: a.varlen),
     "splitkv": ("split-KV (num_splits > 1)", lambda a: a.num_splits > 1),
+    "kvcache": ("a KV cache (flash_attn_with_kvcache)", lambda a: a.kvcache is not None),
+    "kvappend": ("appending to a KV cache, cache_batch_idx or a paged KV cache",
+                 lambda a: a.kvcache is not None and a.kvcache.forces_split_kernel),
 }
 #: the features a kernel runs on the second build of its instances (``KernelSpec.ext_entry``)
-EXT_FEATURES = frozenset({"dropout", "alibi", "varlen"})
+EXT_FEATURES = frozenset({"dropout", "alibi", "varlen", "kvcache"})
 #: sm_90: the most shared memory one CTA may have (227 KiB, after opting in above the 48 KiB default)
 SMEM_LIMIT = 227 * 1024
 #: a persistent kernel's CTAs: the SMs of an H100 SXM (and H200); the bits do not depend on it
@@ -216,8 +219,9 @@ class KernelSpec:
         if (self.ext_entry is not None) != bool(EXT_FEATURES & set(self.features)):
             fail("ext_entry", self.ext_entry, f"an entry point of the second build exactly when the kernel models "
                                               f"one of {sorted(EXT_FEATURES)}")
-        if (self.combine_entry is not None) != ("splitkv" in self.features):
-            fail("combine_entry", self.combine_entry, "a combine kernel exactly when the kernel models 'splitkv'")
+        if (self.combine_entry is not None) != ("splitkv" in self.features or "kvappend" in self.features):
+            fail("combine_entry", self.combine_entry, "a combine kernel exactly when the kernel is a split-KV kernel "
+                                                      "('splitkv' or 'kvappend')")
         if self.acc not in ACCUMULATORS:
             fail("acc", self.acc, f"expected one of {ACCUMULATORS}")
         check_options(self.options)
@@ -232,6 +236,11 @@ class KernelSpec:
                 if b > SMEM_LIMIT:
                     fail("smem", b, f"instance hdim {t.headdim} needs more shared memory than an sm_90 CTA "
                                     f"has ({SMEM_LIMIT} bytes)")
+
+    @property
+    def split_kernel(self) -> bool:
+        """A split-KV kernel (fa2.cu's kSplit): grid (query blocks, num_splits, batch * heads), a combine kernel."""
+        return self.combine_entry is not None
 
     @property
     def compute_warps(self) -> int:
@@ -468,7 +477,7 @@ class Instance:
         (min(work tiles, PERSISTENT_CTAS), 1, 1)."""
         if self.spec.persistent:
             return (max(1, min(self.work_tiles(args), PERSISTENT_CTAS)), 1, 1)
-        if "splitkv" in self.spec.features:
+        if self.spec.split_kernel:
             return (-(-args.seqlen_q // self.block_m), args.num_splits, args.batch * args.heads)
         return (-(-args.seqlen_q // self.block_m), args.heads, args.batch)
 
@@ -658,18 +667,35 @@ register(KernelSpec(
         "chunk, with any causal/local window) and the tiles of flash-attn's sm80 traits (128 x 128 at head dim 64, "
         "128 x 64 at 128)"))
 # split-KV (flash-attn's compute_attn_1rowblock_splitkv and combine_attn_seqk_parallel) in fa2.cu's kSplit
-# instances, with the tiles of run_mha_fwd_splitkv_dispatch for more than one split (64 x 256 at head dim 64,
-# 64 x 128 at 128, 64 x 64 above); flash_attn_func(num_splits=...) runs it when the count is above 1. NVRTC 13.0
-# leaves the row sum's rescale uncontracted in all four (the interpreter against the twin showed it)
+# instances: entry and ext_entry are the one build (every feature a launch parameter), the combine kernel after
+# it, not traced (the recorder has no combine kernel). NVRTC 13.0 leaves the row sum's rescale uncontracted in
+# every instance (the interpreter against the twin showed it).
+_SPLIT = {**_FA2, "traceable": False, "combine_entry": "fa2_combine_hdim{hdim}_{dtype}", "config_of": "fa2",
+          "domain": replace(_FA2_DOMAIN, headdim=_FA2_DOMAIN.headdim + (136, 160, 192, 224, 256))}
+
+
+def _split_tiles(block_n_64: int, block_n_128: int) -> tuple[Tiles, ...]:
+    """64-row tiles of kBlockN block_n_64 at head dim 64, block_n_128 at 128 and 64 above."""
+    return tuple(Tiles(d, 64, n, fma_rescale=False) for d, n in ((64, block_n_64), (128, block_n_128), (192, 64),
+                                                                 (256, 64)))
+
+
+# the tiles of run_mha_fwd_splitkv_dispatch for more than one split (64 x 256, 64 x 128, 64 x 64);
+# flash_attn_func(num_splits=...) runs it when the count is above 1
 register(KernelSpec(
     name="fa2_splitkv", entry="fa2_splitkv_hdim{hdim}_{dtype}", ext_entry="fa2_splitkv_hdim{hdim}_{dtype}",
-    combine_entry="fa2_combine_hdim{hdim}_{dtype}", traceable=False,
-    tiles=(Tiles(64, 64, 256, fma_rescale=False), Tiles(128, 64, 128, fma_rescale=False),
-           Tiles(192, 64, 64, fma_rescale=False), Tiles(256, 64, 64, fma_rescale=False)), config_of="fa2",
-    **{**_FA2, "features": _FA2["features"] | {"alibi", "splitkv"},
-       "domain": replace(_FA2_DOMAIN, headdim=_FA2_DOMAIN.headdim + (136, 160, 192, 224, 256))},
+    tiles=_split_tiles(256, 128),
+    **{**_SPLIT, "features": _FA2["features"] | {"alibi", "splitkv", "kvcache", "kvappend"}},
     doc="fa2's split-KV kernel and its combine kernel (flash-attn's num_splits: each query block's KV blocks "
         "shared by num_splits CTAs writing f32 partial outputs and LSEs, merged by the combine kernel): masks, "
-        "softcap, GQA/MQA, ALiBi, fp16/bf16, head dims up to 256, LSE; not traced (the recorder has no combine "
-        "kernel)")
-)
+        "softcap, GQA/MQA, ALiBi, the KV cache (appending, cache_batch_idx, paged, rotary), fp16/bf16, head dims "
+        "up to 256, LSE; not traced (the recorder has no combine kernel)"))
+# the split-KV kernel with one split (run_mha_fwd_splitkv_align: 64 x 128 at head dim 64, else 64 x 64), which
+# flash_attn_with_kvcache runs when it appends, indexes the cache or pages it without splitting
+register(KernelSpec(
+    name="fa2_splitkv1", entry="fa2_splitkv1_hdim{hdim}_{dtype}", ext_entry="fa2_splitkv1_hdim{hdim}_{dtype}",
+    tiles=_split_tiles(128, 64),
+    **{**_SPLIT, "features": _FA2["features"] | {"alibi", "kvcache", "kvappend"}},
+    doc="fa2's split-KV kernel with one split (flash-attn's run_mha_fwd_splitkv_align tiles): what "
+        "flash_attn_with_kvcache runs to append to the cache, index it (cache_batch_idx) or page it without "
+        "splitting; masks, softcap, GQA/MQA, ALiBi, rotary, fp16/bf16, head dims up to 256, LSE"))

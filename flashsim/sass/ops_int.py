@@ -546,14 +546,15 @@ def r2ur(ctx: Ctx):
         run_guarded.lanes = True
         return run_guarded
 
-    def run(m, ex):
-        lanes = (m.st == 0)
+    # the lowest lane executing it: in divergent code, runnable lanes at another PC hold other values
+    def run(m, ex, lanes, act):
         if idx == 255:
             v = np.zeros((m.A, m.W), np.uint32)
         else:
             first = np.argmax(lanes, axis=2)
             v = np.take_along_axis(m.R[idx], first[..., None], axis=2)[..., 0]
         wd(m, v, ex)
+    run.lanes = True
     return run
 
 

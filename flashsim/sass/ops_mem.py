@@ -259,6 +259,8 @@ def local_store(m, ctx, lanes, off, data, width: int) -> None:
     """Each lane of ``lanes`` writes the low ``width`` bytes of its ``data`` (A, W, 32, words) at ``off``."""
     _local_check(m, ctx, lanes, off, width)
     a, w, l = np.nonzero(lanes)
+    if a.size == 0:  # every lane predicated off
+        return
     o = off[a, w, l]
     raw = np.ascontiguousarray(data[a, w, l]).view(np.uint8).reshape(len(a), -1)[:, :width]
     m.local[a[:, None], w[:, None], l[:, None], o[:, None] + np.arange(width)] = raw

@@ -110,7 +110,65 @@ struct Params {
     float* __restrict__ lse_accum;
     int is_even_mn;                                     // flash-attn's Is_even_MN of the launch
     int batch;
+    // kSplit instances, the KV cache (flash_attn_with_kvcache; see the header)
+    const int* __restrict__ seqlens_k;                  // each entry's cache length (not cumulative); nullptr: none
+    const int* __restrict__ cache_batch_idx;            // the cache entry of batch entry b; nullptr: b
+    const int* __restrict__ block_table;                // paged: (batch, block_table_stride) pages; nullptr: off
+    int block_table_stride, page_block_size;
+    long long kv_batch_stride;                          // elements from one cache entry (or page) to the next
+    const unsigned short* __restrict__ knew;            // keys and values to append, (batch, seqlen_knew, heads_k,
+    const unsigned short* __restrict__ vnew;            // kHeadDim); nullptr: none
+    int seqlen_knew;
+    const unsigned short* __restrict__ rotary_cos;      // (seqlen_ro, rotary_dim / 2); rotary_dim 0: off
+    const unsigned short* __restrict__ rotary_sin;
+    int rotary_dim, rotary_interleaved;
+    unsigned short* kc;                                 // k and v again, written by an append
+    unsigned short* vc;
 };
+
+// 16 bits -> f32 (exact): bf16 is the high half of an f32, f16 converts (cvt.f32.f16)
+template <bool kBF16>
+__device__ __forceinline__ float to_f32(unsigned short x) {
+    if (kBF16) return __uint_as_float(unsigned(x) << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
+    return f;
+}
+
+// Rotary embedding of the 8 elements at column c of a 16-bit row (flash-attn's rotary.h), at the cos/sin table
+// row `cs`/`sn` (rotary_dim / 2 entries), columns c < rotary_dim only:
+//   interleaved: pairs (2i, 2i + 1): x0 c - x1 s, x0 s + x1 c with c, s at column c / 2 + i;
+//   otherwise: column j pairs with j +- rotary_dim / 2: x c + x_other (-s for the left half, +s for the right)
+//   at column j of the left half; the results rounded (cvt.rn) back to 16 bits.
+template <bool kBF16>
+__device__ __forceinline__ uint4 rotate8(const unsigned short* row, int c, const unsigned short* cs,
+                                         const unsigned short* sn, int rotary_dim, bool interleaved) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(row + c);
+    const unsigned short* xs = reinterpret_cast<const unsigned short*>(&raw);
+    float y[8];
+    if (interleaved) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const float x0 = to_f32<kBF16>(xs[2 * i]), x1 = to_f32<kBF16>(xs[2 * i + 1]);
+            const float co = to_f32<kBF16>(cs[c / 2 + i]), si = to_f32<kBF16>(sn[c / 2 + i]);
+            y[2 * i] = x0 * co - x1 * si;
+            y[2 * i + 1] = x0 * si + x1 * co;
+        }
+    } else {
+        const int half = rotary_dim / 2;
+        const bool left = c < half;
+        const uint4 oraw = *reinterpret_cast<const uint4*>(row + (left ? c + half : c - half));
+        const unsigned short* os = reinterpret_cast<const unsigned short*>(&oraw);
+        const int j0 = left ? c : c - half;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const float si = to_f32<kBF16>(sn[j0 + e]);
+            y[e] = to_f32<kBF16>(xs[e]) * to_f32<kBF16>(cs[j0 + e]) + to_f32<kBF16>(os[e]) * (left ? -si : si);
+        }
+    }
+    return uint4{wops::cvt_pair<kBF16>(y[0], y[1]), wops::cvt_pair<kBF16>(y[2], y[3]),
+                 wops::cvt_pair<kBF16>(y[4], y[5]), wops::cvt_pair<kBF16>(y[6], y[7])};
+}
 
 // Philox4x32-10 of counter (offset, subsequence) under key seed (flashsim.numerics.philox).
 __device__ __forceinline__ uint4 philox(unsigned long long seed, unsigned long long sub, unsigned long long off) {
@@ -196,9 +254,16 @@ __device__ __forceinline__ void forward(const Params& p) {
     // kVar: this sequence's lengths and first rows (flash-attn's BlockInfo)
     const bool varlen_q = kVar && p.cu_seqlens_q != nullptr, varlen_k = kVar && p.cu_seqlens_k != nullptr;
     const int seqlen_q_ = varlen_q ? p.cu_seqlens_q[bidb + 1] - p.cu_seqlens_q[bidb] : p.seqlen_q;
-    const int seqlen_k_ = varlen_k ? p.cu_seqlens_k[bidb + 1] - p.cu_seqlens_k[bidb] : p.seqlen_k;
+    // kSplit's KV cache: the entry's cache length (seqlens_k), its cache entry (cache_batch_idx), keys appended
+    const bool kv_lens = kVar && p.seqlens_k != nullptr, paged = kSplit && p.block_table != nullptr;
+    const bool append = kSplit && p.knew != nullptr;
+    const int seqlen_k_cache = kv_lens ? p.seqlens_k[bidb]
+        : varlen_k ? p.cu_seqlens_k[bidb + 1] - p.cu_seqlens_k[bidb] : p.seqlen_k;
+    const int seqlen_k_ = append ? seqlen_k_cache + p.seqlen_knew : seqlen_k_cache;
+    const int bidb_cache = (kSplit && p.cache_batch_idx != nullptr) ? p.cache_batch_idx[bidb] : bidb;
     const long long first_q = varlen_q ? (long long)p.cu_seqlens_q[bidb] : (long long)bidb * p.seqlen_q;
-    const long long first_k = varlen_k ? (long long)p.cu_seqlens_k[bidb] : (long long)bidb * p.seqlen_k;
+    const long long first_k = paged ? 0LL : varlen_k ? (long long)p.cu_seqlens_k[bidb]
+                                                     : (long long)bidb_cache * p.seqlen_k;
 #define FA2_SQ (kVar ? seqlen_q_ : p.seqlen_q)
 #define FA2_SK (kVar ? seqlen_k_ : p.seqlen_k)
     if (kVar && m_block * kBlockM >= seqlen_q_) return;  // past a packed sequence's end
@@ -206,10 +271,18 @@ __device__ __forceinline__ void forward(const Params& p) {
     const long long q_row = (long long)p.heads * kHeadDim, k_row = (long long)p.heads_k * kHeadDim;
     const unsigned short* gQ = kVar ? p.q + (first_q + (long long)m_block * kBlockM) * q_row + head * kHeadDim
         : p.q + ((long long)bidb * p.seqlen_q + (long long)m_block * kBlockM) * q_row + head * kHeadDim;
-    const unsigned short* gK = kVar ? p.k + first_k * k_row + head_k * kHeadDim
+    const unsigned short* gK = kVar ? (kSplit ? p.kc : p.k) + first_k * k_row + head_k * kHeadDim
         : p.k + (long long)bidb * p.seqlen_k * k_row + head_k * kHeadDim;
-    const unsigned short* gV = kVar ? p.v + first_k * k_row + head_k * kHeadDim
+    const unsigned short* gV = kVar ? (kSplit ? p.vc : p.v) + first_k * k_row + head_k * kHeadDim
         : p.v + (long long)bidb * p.seqlen_k * k_row + head_k * kHeadDim;
+    // the first element of KV block n from gK / gV: n kBlockN rows on, or (paged) in its page of the block table
+    auto kv_block = [&](int n) -> long long {
+        if (!paged) return (long long)n * kBlockN * k_row;
+        const int row = n * kBlockN;
+        return (long long)p.block_table[bidb * p.block_table_stride + row / p.page_block_size] * p.kv_batch_stride
+               + (long long)(row % p.page_block_size) * k_row;
+    };
+#define FA2_KV_BLOCK(n) (kSplit ? kv_block(n) : (long long)(n) * kBlockN * k_row)
     unsigned short* gO = kVar ? p.o + (first_q + (long long)m_block * kBlockM) * q_row + head * kHeadDim
         : p.o + ((long long)bidb * p.seqlen_q + (long long)m_block * kBlockM) * q_row + head * kHeadDim;
     // the LSE rows: (batch, heads, seqlen_q), or (heads, total_q) for packed q (unpadded_lse); kSplit with
@@ -224,7 +297,7 @@ __device__ __forceinline__ void forward(const Params& p) {
 
     // flash-attn's Is_even_MN: packed sequences never are; kSplit takes the launch's (run_flash_splitkv_fwd)
     const bool even_mn = kSplit ? p.is_even_mn != 0
-        : (kVar ? !varlen_q && !varlen_k : true) && FA2_SQ % kBlockM == 0 && FA2_SK % kBlockN == 0;
+        : (kVar ? !varlen_q && !varlen_k && !kv_lens : true) && FA2_SQ % kBlockM == 0 && FA2_SK % kBlockN == 0;
     const int chunk = kChunked ? p.attention_chunk : 0;  // C (see the header); 0: off
     // FA2's is_local in the step logic: a local window or (kChunked) a chunk, every KV step is masked. A macro, so
     // that the other instances read p.is_local at each use as before (a bool variable reorders their SASS)
@@ -274,11 +347,61 @@ __device__ __forceinline__ void forward(const Params& p) {
         return;
     }
 
-    // Prologue: Q and the last K block in flight.
-    copy_tile<kBlockM, kHeadDim>(sQ, gQ, q_row, rows_left, tid);
+    // kSplit: append knew and vnew (rotated keys) at rows [seqlen_k_cache, seqlen_k) of the cache, the blocks of the
+    // CTA's KV range from the one of seqlen_k_cache on (flash_fwd_kernel.h:719-793): every CTA of a kv head writes
+    // the same bytes; a row no CTA's range reaches stays as it was
+    const bool rotary = append && p.rotary_dim > 0;
+    if (append) {
+        unsigned short* kw = p.kc + (gK - p.kc);
+        unsigned short* vw = p.vc + (gV - p.vc);
+        for (int n = n_block_max - 1; n >= imax(n_block_min, seqlen_k_cache / kBlockN); --n) {
+#pragma unroll
+            for (int i = 0; i < kBlockN / 16; ++i) {
+#pragma unroll
+                for (int j = 0; j < kHeadDim / 64; ++j) {
+                    const int r = tid / 8 + 16 * i, c = (tid % 8) * 8 + 64 * j, key = n * kBlockN + r;
+                    if (key >= seqlen_k_cache && key < seqlen_k_) {
+                        const long long src = ((long long)bidb * p.seqlen_knew + key - seqlen_k_cache) * k_row
+                                              + head_k * kHeadDim + c;
+                        const long long dst = FA2_KV_BLOCK(n) + r * k_row + c;
+                        *reinterpret_cast<uint4*>(vw + dst) = *reinterpret_cast<const uint4*>(p.vnew + src);
+                        *reinterpret_cast<uint4*>(kw + dst) = (rotary && c < p.rotary_dim)
+                            ? rotate8<kBF16>(p.knew + src - c, c, p.rotary_cos + (long long)key * (p.rotary_dim / 2),
+                                             p.rotary_sin + (long long)key * (p.rotary_dim / 2), p.rotary_dim,
+                                             p.rotary_interleaved != 0)
+                            : *reinterpret_cast<const uint4*>(p.knew + src);
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+
+    // Prologue: Q and the last K block in flight. kSplit with rotary: Q rotated at key position seqlen_k_cache (+ its
+    // row with causal or local masks) through registers
+    if (rotary) {
+#pragma unroll
+        for (int i = 0; i < kBlockM / 16; ++i) {
+#pragma unroll
+            for (int j = 0; j < kHeadDim / 64; ++j) {
+                const int r = tid / 8 + 16 * i, c = (tid % 8) * 8 + 64 * j;
+                uint4 x = uint4{0u, 0u, 0u, 0u};
+                if (r < rows_left) {
+                    const long long pos = seqlen_k_cache + ((p.is_causal || p.is_local) ? m_block * kBlockM + r : 0);
+                    x = c < p.rotary_dim
+                        ? rotate8<kBF16>(gQ + r * q_row, c, p.rotary_cos + pos * (p.rotary_dim / 2),
+                                         p.rotary_sin + pos * (p.rotary_dim / 2), p.rotary_dim, p.rotary_interleaved != 0)
+                        : *reinterpret_cast<const uint4*>(gQ + r * q_row + c);
+                }
+                *reinterpret_cast<uint4*>(sQ + smem_off<kBlockM>(r, c)) = x;
+            }
+        }
+    } else {
+        copy_tile<kBlockM, kHeadDim>(sQ, gQ, q_row, rows_left, tid);
+    }
     FS_TRACE(load_q, 0, );
     int n_block = n_block_max - 1;
-    copy_tile<kBlockN, kHeadDim>(sK, gK + (long long)n_block * kBlockN * k_row, k_row, FA2_SK - n_block * kBlockN, tid);
+    copy_tile<kBlockN, kHeadDim>(sK, gK + FA2_KV_BLOCK(n_block), k_row, FA2_SK - n_block * kBlockN, tid);
     wops::cp_async_fence();
     FS_TRACE(load_k, 0, );
 
@@ -307,7 +430,7 @@ __device__ __forceinline__ void forward(const Params& p) {
             for (int n = 0; n < kNT; ++n) acc_s[m][n][0] = acc_s[m][n][1] = acc_s[m][n][2] = acc_s[m][n][3] = 0.0f;
         wops::cp_async_wait_all();
         __syncthreads();
-        copy_tile<kBlockN, kHeadDim>(sV, gV + (long long)n_block * kBlockN * k_row, k_row,
+        copy_tile<kBlockN, kHeadDim>(sV, gV + FA2_KV_BLOCK(n_block), k_row,
                                      FA2_SK - n_block * kBlockN, tid);
         wops::cp_async_fence();
         FS_TRACE(load_v, 0, );
@@ -393,7 +516,7 @@ __device__ __forceinline__ void forward(const Params& p) {
         wops::cp_async_wait_all();
         __syncthreads();
         if (n_block > n_block_min) {
-            copy_tile<kBlockN, kHeadDim>(sK, gK + (long long)(n_block - 1) * kBlockN * k_row, k_row, kBlockN, tid);
+            copy_tile<kBlockN, kHeadDim>(sK, gK + FA2_KV_BLOCK(n_block - 1), k_row, kBlockN, tid);
             wops::cp_async_fence();
             FS_TRACE(load_k, 0, );
         }
@@ -569,6 +692,7 @@ __device__ __forceinline__ void forward(const Params& p) {
 #undef FA2_LOCAL_MASK
 #undef FA2_SQ
 #undef FA2_SK
+#undef FA2_KV_BLOCK
 }
 
 }  // namespace fa2
@@ -629,7 +753,8 @@ FA2_CHUNKED_KERNEL(fa2_chunked_hdim64_bf16, 64, 128, 128, true)
 // The kExt entry points ("fa2_ext_*", fa2's instances again): attention_chunk is 0; after is_local they take
 // alibi_slopes (nullptr: off), alibi_batch_stride, is_dropout, p_dropout_u8, rp_dropout, philox_seed,
 // philox_offset, s_dmask (nullptr: off), seqlen_q_rounded, seqlen_k_rounded, then cu_seqlens_q, cu_seqlens_k
-// (nullptr: off) and total_q of packed sequences (seqlen_q and seqlen_k are then the longest sequence's).
+// (nullptr: off) and total_q of packed sequences (seqlen_q and seqlen_k are then the longest sequence's), and
+// seqlens_k (nullptr: off), the KV cache's lengths per batch entry (not cumulative; seqlen_k is the cache's).
 #define FA2_EXT_KERNEL(name, hdim, block_m, block_n, bf16)                                                     \
     extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
     name(const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* o,          \
@@ -638,12 +763,12 @@ FA2_CHUNKED_KERNEL(fa2_chunked_hdim64_bf16, 64, 128, 128, true)
          int is_local, const float* alibi_slopes, int alibi_batch_stride, int is_dropout, unsigned p_dropout_u8, \
          float rp_dropout, unsigned long long philox_seed, unsigned long long philox_offset,                    \
          unsigned short* s_dmask, int seqlen_q_rounded, int seqlen_k_rounded, const int* cu_seqlens_q,          \
-         const int* cu_seqlens_k, int total_q) {                                                                \
+         const int* cu_seqlens_k, int total_q, const int* seqlens_k) {                                          \
         const fa2::Params p{q, k, v, o, lse, seqlen_q, seqlen_k, heads, heads_k, scale_softmax,                 \
                             scale_softmax_log2, softcap, window_left, window_right, is_causal, is_local, 0,     \
                             alibi_slopes, alibi_batch_stride, is_dropout, p_dropout_u8, rp_dropout,             \
                             philox_seed, philox_offset, s_dmask, seqlen_q_rounded, seqlen_k_rounded,            \
-                            cu_seqlens_q, cu_seqlens_k, total_q};                                               \
+                            cu_seqlens_q, cu_seqlens_k, total_q, nullptr, nullptr, 0, 0, seqlens_k};            \
         fa2::forward<hdim, block_m, block_n, bf16, false, true>(p);                                             \
     }
 
@@ -658,18 +783,28 @@ FA2_EXT_KERNEL(fa2_ext_hdim256_bf16, 256, 64, 64, true)
 
 // The kSplit entry points ("fa2_splitkv_*", flash-attn's compute_attn_1rowblock_splitkv): grid (m_blocks,
 // num_splits, batch * heads); after is_local they take alibi_slopes (nullptr: off), alibi_batch_stride, oaccum
-// and lse_accum (nullptr: one split, O and LSE written as fa2 writes them), is_even_mn and batch.
+// and lse_accum (nullptr: one split, O and LSE written as fa2 writes them), is_even_mn, batch, then the KV cache's
+// seqlens_k, cache_batch_idx, block_table (each nullptr: off), block_table_stride, page_block_size,
+// kv_batch_stride, knew, vnew (nullptr: nothing appended), seqlen_knew, rotary_cos, rotary_sin, rotary_dim (0:
+// off) and rotary_interleaved. k and v are written by an append.
 #define FA2_SPLIT_KERNEL(name, hdim, block_m, block_n, bf16)                                                   \
     extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
     name(const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* o,          \
          float* lse, int seqlen_q, int seqlen_k, int heads, int heads_k, float scale_softmax,                  \
          float scale_softmax_log2, float softcap, int window_left, int window_right, int is_causal,             \
          int is_local, const float* alibi_slopes, int alibi_batch_stride, float* oaccum, float* lse_accum,      \
-         int is_even_mn, int batch) {                                                                           \
+         int is_even_mn, int batch, const int* seqlens_k, const int* cache_batch_idx, const int* block_table,     \
+         int block_table_stride, int page_block_size, long long kv_batch_stride, const unsigned short* knew,     \
+         const unsigned short* vnew, int seqlen_knew, const unsigned short* rotary_cos,                         \
+         const unsigned short* rotary_sin, int rotary_dim, int rotary_interleaved) {                            \
         const fa2::Params p{q, k, v, o, lse, seqlen_q, seqlen_k, heads, heads_k, scale_softmax,                 \
                             scale_softmax_log2, softcap, window_left, window_right, is_causal, is_local, 0,     \
                             alibi_slopes, alibi_batch_stride, 0, 255u, 1.0f, 0ull, 0ull, nullptr, 0, 0,         \
-                            nullptr, nullptr, 0, oaccum, lse_accum, is_even_mn, batch};                         \
+                            nullptr, nullptr, 0, oaccum, lse_accum, is_even_mn, batch, seqlens_k,              \
+                            cache_batch_idx, block_table, block_table_stride, page_block_size,                  \
+                            kv_batch_stride, knew, vnew, seqlen_knew, rotary_cos, rotary_sin, rotary_dim,      \
+                            rotary_interleaved, const_cast<unsigned short*>(k),                                 \
+                            const_cast<unsigned short*>(v)};                                                    \
         fa2::forward<hdim, block_m, block_n, bf16, false, false, true>(p);                                      \
     }
 
@@ -683,6 +818,16 @@ FA2_SPLIT_KERNEL(fa2_splitkv_hdim192_f16, 192, 64, 64, false)
 FA2_SPLIT_KERNEL(fa2_splitkv_hdim192_bf16, 192, 64, 64, true)
 FA2_SPLIT_KERNEL(fa2_splitkv_hdim256_f16, 256, 64, 64, false)
 FA2_SPLIT_KERNEL(fa2_splitkv_hdim256_bf16, 256, 64, 64, true)
+// run_mha_fwd_splitkv_align, the split-KV kernel with one split (the KV cache's calls that do not split): 64 x 128
+// at head dim 64, else 64 x 64 (flash_fwd_launch_template.h:172-177); above 128 the instances are those above
+FA2_SPLIT_KERNEL(fa2_splitkv1_hdim64_f16, 64, 64, 128, false)
+FA2_SPLIT_KERNEL(fa2_splitkv1_hdim64_bf16, 64, 64, 128, true)
+FA2_SPLIT_KERNEL(fa2_splitkv1_hdim128_f16, 128, 64, 64, false)
+FA2_SPLIT_KERNEL(fa2_splitkv1_hdim128_bf16, 128, 64, 64, true)
+FA2_SPLIT_KERNEL(fa2_splitkv1_hdim192_f16, 192, 64, 64, false)
+FA2_SPLIT_KERNEL(fa2_splitkv1_hdim192_bf16, 192, 64, 64, true)
+FA2_SPLIT_KERNEL(fa2_splitkv1_hdim256_f16, 256, 64, 64, false)
+FA2_SPLIT_KERNEL(fa2_splitkv1_hdim256_bf16, 256, 64, 64, true)
 
 namespace fa2 {
 

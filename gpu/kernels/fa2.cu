@@ -4,7 +4,9 @@
 // Kernel traits (seed 000, hdim 128): kBlockM = 128 query rows, kBlockN = 32 keys per step, 4 warps, each warp
 // owning rows 16w + 64m + (0..15) for m < kBlockM / 64 (TiledMMA: 4 warps along M over SM80_16x8x16, 16 x
 // kBlockN per warp and m). The hdim-64 instance uses kBlockN = 64. The tiles are template parameters: the
-// instances at the end of the file are the configurations flashsim.kernels.spec describes.
+// instances at the end of the file are the configurations flashsim.kernels.spec describes. So are the warps
+// (kNWarps, default 4: warp w owns rows 16w + 16 kNWarps m + (0..15), and 32 kNWarps threads copy kRowStep =
+// 4 kNWarps rows per pass); every instance below has 4.
 // Tensors: q, o (batch, seqlen_q, heads, kHeadDim); k, v (batch, seqlen_k, heads_k, kHeadDim); lse
 // (batch, heads, seqlen_q) float32. Head dims below kHeadDim are zero-padded by the host, which gives the
 // shared memory the kernel with Is_even_K = false builds with its zero-filling predicated copy.
@@ -209,14 +211,14 @@ __device__ __forceinline__ int smem_off(int r, int c) {
 
 // GMEM (row stride ld) -> SMEM tile of kRows x kHeadDim with the 16 x 8 thread layout; rows >= valid_rows
 // are zero-filled. Issues cp.async only: the caller fences and waits.
-template <int kRows, int kHeadDim>
+template <int kRows, int kHeadDim, int kThreads = kNThreads>
 __device__ __forceinline__ void copy_tile(unsigned short* s, const unsigned short* g, long long ld, int valid_rows,
                                           int tid) {
 #pragma unroll
-    for (int i = 0; i < kRows / 16; ++i) {
+    for (int i = 0; i < kRows / (kThreads / 8); ++i) {
 #pragma unroll
         for (int j = 0; j < kHeadDim / 64; ++j) {
-            const int r = tid / 8 + 16 * i, c = (tid % 8) * 8 + 64 * j;
+            const int r = tid / 8 + (kThreads / 8) * i, c = (tid % 8) * 8 + 64 * j;
             unsigned short* dst = s + smem_off<kRows>(r, c);
             if (r < valid_rows) {
                 wops::cp_async_16(dst, g + r * ld + c);
@@ -228,11 +230,14 @@ __device__ __forceinline__ void copy_tile(unsigned short* s, const unsigned shor
 }
 
 template <int kHeadDim, int kBlockM, int kBlockN, bool kBF16, bool kChunked = false, bool kExt = false,
-          bool kSplit = false>
+          bool kSplit = false, int kNWarps = 4>
 __device__ __forceinline__ void forward(const Params& p) {
     constexpr bool kVar = kExt || kSplit;  // the instances that take packed sequences
-    static_assert(kBlockM % 64 == 0 && kBlockN % 16 == 0, "4 warps of 16 rows per m-tile; 16-key slices");
-    constexpr int kMT = kBlockM / 64;     // m-tiles per warp (warp w: rows 16 w + 64 m + 0..15)
+    constexpr int kThreads = 32 * kNWarps;
+    constexpr int kRowsPerM = 16 * kNWarps;  // rows of an m-tile of the CTA: 16 per warp
+    constexpr int kRowStep = kThreads / 8;   // rows of a GMEM <-> SMEM pass (8 threads of 16 bytes per 64 columns)
+    static_assert(kBlockM % kRowsPerM == 0 && kBlockN % 16 == 0, "kNWarps warps of 16 rows per m-tile; 16-key slices");
+    constexpr int kMT = kBlockM / kRowsPerM;  // m-tiles per warp (warp w: rows 16 w + kRowsPerM m + 0..15)
     constexpr int kNT = kBlockN / 8;      // n-tiles of S per warp and m
     constexpr int kKS = kHeadDim / 16;    // k-slices of Q K^T
     constexpr int kKP = kBlockN / 16;     // k-slices of P V
@@ -322,10 +327,10 @@ __device__ __forceinline__ void forward(const Params& p) {
     if ((kSplit || p.is_causal || FA2_LOCAL_MASK || !even_mn) && n_block_max <= n_block_min) {
         if (split_out) {
 #pragma unroll
-            for (int i = 0; i < kBlockM / 16; ++i) {
+            for (int i = 0; i < kBlockM / kRowStep; ++i) {
 #pragma unroll
                 for (int j = 0; j < kHeadDim / 64; ++j) {
-                    const int r = tid / 8 + 16 * i, c = (tid % 8) * 8 + 64 * j;
+                    const int r = tid / 8 + kRowStep * i, c = (tid % 8) * 8 + 64 * j;
                     if (r < rows_left) {
                         *reinterpret_cast<float4*>(gOacc + r * kHeadDim + c) = float4{0.f, 0.f, 0.f, 0.f};
                         *reinterpret_cast<float4*>(gOacc + r * kHeadDim + c + 4) = float4{0.f, 0.f, 0.f, 0.f};
@@ -334,10 +339,10 @@ __device__ __forceinline__ void forward(const Params& p) {
             }
         } else {
 #pragma unroll
-            for (int i = 0; i < kBlockM / 16; ++i) {
+            for (int i = 0; i < kBlockM / kRowStep; ++i) {
 #pragma unroll
                 for (int j = 0; j < kHeadDim / 64; ++j) {
-                    const int r = tid / 8 + 16 * i, c = (tid % 8) * 8 + 64 * j;
+                    const int r = tid / 8 + kRowStep * i, c = (tid % 8) * 8 + 64 * j;
                     if (r < rows_left) *reinterpret_cast<uint4*>(gO + r * q_row + c) = uint4{0u, 0u, 0u, 0u};
                 }
             }
@@ -356,10 +361,10 @@ __device__ __forceinline__ void forward(const Params& p) {
         unsigned short* vw = p.vc + (gV - p.vc);
         for (int n = n_block_max - 1; n >= imax(n_block_min, seqlen_k_cache / kBlockN); --n) {
 #pragma unroll
-            for (int i = 0; i < kBlockN / 16; ++i) {
+            for (int i = 0; i < kBlockN / kRowStep; ++i) {
 #pragma unroll
                 for (int j = 0; j < kHeadDim / 64; ++j) {
-                    const int r = tid / 8 + 16 * i, c = (tid % 8) * 8 + 64 * j, key = n * kBlockN + r;
+                    const int r = tid / 8 + kRowStep * i, c = (tid % 8) * 8 + 64 * j, key = n * kBlockN + r;
                     if (key >= seqlen_k_cache && key < seqlen_k_) {
                         const long long src = ((long long)bidb * p.seqlen_knew + key - seqlen_k_cache) * k_row
                                               + head_k * kHeadDim + c;
@@ -381,10 +386,10 @@ __device__ __forceinline__ void forward(const Params& p) {
     // row with causal or local masks) through registers
     if (rotary) {
 #pragma unroll
-        for (int i = 0; i < kBlockM / 16; ++i) {
+        for (int i = 0; i < kBlockM / kRowStep; ++i) {
 #pragma unroll
             for (int j = 0; j < kHeadDim / 64; ++j) {
-                const int r = tid / 8 + 16 * i, c = (tid % 8) * 8 + 64 * j;
+                const int r = tid / 8 + kRowStep * i, c = (tid % 8) * 8 + 64 * j;
                 uint4 x = uint4{0u, 0u, 0u, 0u};
                 if (r < rows_left) {
                     const long long pos = seqlen_k_cache + ((p.is_causal || p.is_local) ? m_block * kBlockM + r : 0);
@@ -397,11 +402,11 @@ __device__ __forceinline__ void forward(const Params& p) {
             }
         }
     } else {
-        copy_tile<kBlockM, kHeadDim>(sQ, gQ, q_row, rows_left, tid);
+        copy_tile<kBlockM, kHeadDim, kThreads>(sQ, gQ, q_row, rows_left, tid);
     }
     FS_TRACE(load_q, 0, );
     int n_block = n_block_max - 1;
-    copy_tile<kBlockN, kHeadDim>(sK, gK + FA2_KV_BLOCK(n_block), k_row, FA2_SK - n_block * kBlockN, tid);
+    copy_tile<kBlockN, kHeadDim, kThreads>(sK, gK + FA2_KV_BLOCK(n_block), k_row, FA2_SK - n_block * kBlockN, tid);
     wops::cp_async_fence();
     FS_TRACE(load_k, 0, );
 
@@ -410,7 +415,7 @@ __device__ __forceinline__ void forward(const Params& p) {
     for (int m = 0; m < kMT; ++m)
 #pragma unroll
         for (int n = 0; n < kDT; ++n) acc_o[m][n][0] = acc_o[m][n][1] = acc_o[m][n][2] = acc_o[m][n][3] = 0.0f;
-    float row_max[kMT][2], row_sum[kMT][2];  // [m][i]: row 16 warp + 64 m + g + 8 i
+    float row_max[kMT][2], row_sum[kMT][2];  // [m][i]: row 16 warp + kRowsPerM m + g + 8 i
 
     const int n_masking_steps = (!p.is_causal && !FA2_LOCAL_MASK) ? 1
         : (even_mn ? ceil_div(kBlockM, kBlockN) : ceil_div(kBlockM, kBlockN) + 1);
@@ -430,7 +435,7 @@ __device__ __forceinline__ void forward(const Params& p) {
             for (int n = 0; n < kNT; ++n) acc_s[m][n][0] = acc_s[m][n][1] = acc_s[m][n][2] = acc_s[m][n][3] = 0.0f;
         wops::cp_async_wait_all();
         __syncthreads();
-        copy_tile<kBlockN, kHeadDim>(sV, gV + FA2_KV_BLOCK(n_block), k_row,
+        copy_tile<kBlockN, kHeadDim, kThreads>(sV, gV + FA2_KV_BLOCK(n_block), k_row,
                                      FA2_SK - n_block * kBlockN, tid);
         wops::cp_async_fence();
         FS_TRACE(load_v, 0, );
@@ -440,7 +445,7 @@ __device__ __forceinline__ void forward(const Params& p) {
             unsigned qf[kMT][4];
 #pragma unroll
             for (int m = 0; m < kMT; ++m)
-                wops::ldmatrix_x4(qf[m], sQ + smem_off<kBlockM>(warp * 16 + m * 64 + lane % 16, ks * 16 + (lane / 16) * 8));
+                wops::ldmatrix_x4(qf[m], sQ + smem_off<kBlockM>(warp * 16 + m * kRowsPerM + lane % 16, ks * 16 + (lane / 16) * 8));
 #pragma unroll
             for (int n = 0; n < kNT; n += 2) {
                 unsigned kf[4];
@@ -468,7 +473,7 @@ __device__ __forceinline__ void forward(const Params& p) {
             for (int m = 0; m < kMT; ++m)
 #pragma unroll
                 for (int i = 0; i < 2; ++i) {
-                    const int row = row_base + m * 64 + i * 8;
+                    const int row = row_base + m * kRowsPerM + i * 8;
 #pragma unroll
                     for (int n = 0; n < kNT; ++n)
 #pragma unroll
@@ -484,7 +489,7 @@ __device__ __forceinline__ void forward(const Params& p) {
             for (int m = 0; m < kMT; ++m) {
 #pragma unroll
                 for (int i = 0; i < 2; ++i) {
-                    const int row = row_base + m * 64 + i * 8;
+                    const int row = row_base + m * kRowsPerM + i * 8;
                     int right = FA2_SK, left = 0;
                     if (p.is_causal || p.is_local) {
                         if (p.is_causal || p.window_right >= 0)
@@ -516,7 +521,7 @@ __device__ __forceinline__ void forward(const Params& p) {
         wops::cp_async_wait_all();
         __syncthreads();
         if (n_block > n_block_min) {
-            copy_tile<kBlockN, kHeadDim>(sK, gK + FA2_KV_BLOCK(n_block - 1), k_row, kBlockN, tid);
+            copy_tile<kBlockN, kHeadDim, kThreads>(sK, gK + FA2_KV_BLOCK(n_block - 1), k_row, kBlockN, tid);
             wops::cp_async_fence();
             FS_TRACE(load_k, 0, );
         }
@@ -582,7 +587,7 @@ __device__ __forceinline__ void forward(const Params& p) {
 #pragma unroll
                 for (int m = 0; m < kMT; ++m) {
                     if (ks % 2 == 0) {
-                        const unsigned long long row16 = (unsigned long long)((m_block * kBlockM + warp * 16 + m * 64) / 16);
+                        const unsigned long long row16 = (unsigned long long)((m_block * kBlockM + warp * 16 + m * kRowsPerM) / 16);
                         const unsigned long long col32 = (unsigned long long)(n_block * (kBlockN / 32) + ks / 2);
                         rnd[m] = philox(p.philox_seed, row16 | (col32 << 32), philox_off);
                     }
@@ -591,7 +596,7 @@ __device__ __forceinline__ void forward(const Params& p) {
                     const unsigned keep[4] = {keep_pair(w0, 0, thr2), keep_pair(w0, 1, thr2), keep_pair(w1, 0, thr2),
                                               keep_pair(w1, 1, thr2)};
                     if (p.s_dmask != nullptr) {
-                        const int r = m_block * kBlockM + warp * 16 + m * 64 + g, c = n_block * kBlockN + ks * 16 + 2 * t;
+                        const int r = m_block * kBlockM + warp * 16 + m * kRowsPerM + g, c = n_block * kBlockN + ks * 16 + 2 * t;
                         unsigned short* sp = p.s_dmask + ((long long)(bidb * p.heads + head) * p.seqlen_q_rounded + r)
                                              * p.seqlen_k_rounded + c;
                         const long long r8 = 8LL * p.seqlen_k_rounded;
@@ -647,7 +652,7 @@ __device__ __forceinline__ void forward(const Params& p) {
         for (int m = 0; m < kMT; ++m)
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
-                const int r = warp * 16 + m * 64 + g + 8 * i;
+                const int r = warp * 16 + m * kRowsPerM + g + 8 * i;
                 if (r < rows_left) {
 #pragma unroll
                     for (int n = 0; n < kDT; ++n)
@@ -664,7 +669,7 @@ __device__ __forceinline__ void forward(const Params& p) {
     for (int m = 0; m < kMT; ++m) {
 #pragma unroll
         for (int n = 0; n < kDT; ++n) {
-            const int r = warp * 16 + m * 64 + g, c = n * 8 + 2 * t;
+            const int r = warp * 16 + m * kRowsPerM + g, c = n * 8 + 2 * t;
             *reinterpret_cast<unsigned*>(sQ + smem_off<kBlockM>(r, c)) = wops::cvt_pair<kBF16>(acc_o[m][n][0], acc_o[m][n][1]);
             *reinterpret_cast<unsigned*>(sQ + smem_off<kBlockM>(r + 8, c)) = wops::cvt_pair<kBF16>(acc_o[m][n][2], acc_o[m][n][3]);
         }
@@ -674,16 +679,16 @@ __device__ __forceinline__ void forward(const Params& p) {
         for (int m = 0; m < kMT; ++m)
 #pragma unroll
             for (int i = 0; i < 2; ++i) {
-                const int r = warp * 16 + m * 64 + g + 8 * i;
+                const int r = warp * 16 + m * kRowsPerM + g + 8 * i;
                 if (r < rows_left) gLSE[r] = lse[m][i];
             }
     }
     __syncthreads();
 #pragma unroll
-    for (int i = 0; i < kBlockM / 16; ++i) {
+    for (int i = 0; i < kBlockM / kRowStep; ++i) {
 #pragma unroll
         for (int j = 0; j < kHeadDim / 64; ++j) {
-            const int r = tid / 8 + 16 * i, c = (tid % 8) * 8 + 64 * j;
+            const int r = tid / 8 + kRowStep * i, c = (tid % 8) * 8 + 64 * j;
             if (r < rows_left)
                 *reinterpret_cast<uint4*>(gO + r * q_row + c) = *reinterpret_cast<const uint4*>(sQ + smem_off<kBlockM>(r, c));
         }

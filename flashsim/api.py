@@ -106,9 +106,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     aligned to each entry's keys (bottom right). ``num_splits``: 0, flash-attn's choice on ``num_sms`` SMs (default
     132); 1 or n. Returns out, or (out, softmax_lse (batch, heads, seqlen_q)) with ``return_softmax_lse``.
     ``cache_leftpad`` is not modelled (NotImplementedError). See :mod:`flashsim.attention.kvcache`."""
-    from flashsim.attention.kvcache import KVCache  # noqa: F401 (the checks live there)
-
-    spec = get(kernel)
+    get(kernel)
     if backend not in BACKENDS:
         raise bad_argument("backend", backend, f"expected one of {BACKENDS}")
     arrays = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "k": k, "v": v, "rotary_cos": rotary_cos,
@@ -125,52 +123,65 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     call = dict(softmax_scale=softmax_scale, causal=causal, window_size=window_size, softcap=softcap,
                 alibi_slopes=alibi_slopes, num_splits=num_splits, num_sms=num_sms, **kv)
     args = check_args(npy["q"], npy["k_cache"], npy["v_cache"], **call)
-    if args.kvcache.forces_split_kernel or args.num_splits > 1:
-        split = SPLIT_KERNELS.get(kernel)
-        if split is None:
-            raise NotImplementedError(f"kernel {kernel!r} has no split-KV configuration (the KV cache's appends, "
-                                      "cache_batch_idx and paged caches run it)")
-        spec = get(split if args.num_splits > 1 else SPLIT1_KERNELS[kernel])
-    spec.check_supported(args)
-    call.update(num_splits=args.num_splits, num_sms=None)
+    spec = _configuration(kernel, args)
+    call.update(num_splits=args.num_splits, num_sms=None)  # the count the check chose
     if args.alibi_slopes is not None:
         call["alibi_slopes"] = args.alibi_array
-    if backend == "sim":
-        res = run_twin(spec.name, npy["q"], npy["k_cache"], npy["v_cache"], **call)
-    else:
-        from flashsim.kernels.launch import run_kernel
-
-        res = run_kernel(spec.name, npy["q"], npy["k_cache"], npy["v_cache"], **call)
-    out, lse, kc, vc = res
+    out, lse, kc, vc = _run(spec, backend, npy["q"], npy["k_cache"], npy["v_cache"], call)
     if args.kvcache.seqlen_knew:  # in place, as flash-attn writes the caches
         for dst, src in ((k_cache, kc), (v_cache, vc)):
             if torch_in:
-                import torch
-
-                t = torch.from_numpy(np.ascontiguousarray(src).view(np.int16 if args.dtype == "bfloat16" else
-                                                                   src.dtype))
-                dst.copy_(t.view(dst.dtype).to(dst.device))
+                dst.copy_(_to_torch(src, args, dst.device))
             else:
                 np.copyto(dst, src.view(dst.dtype))
     if torch_in:
-        import torch
-
-        out = torch.from_numpy(np.ascontiguousarray(out).view(np.int16) if args.dtype == "bfloat16" else out)
-        out = (out.view(torch.bfloat16) if args.dtype == "bfloat16" else out).to(q.device)
-        lse = torch.from_numpy(np.ascontiguousarray(lse)).to(q.device)
+        out, lse = _to_torch(out, args, q.device), _to_torch(lse, args, q.device)
     return (out, lse) if return_softmax_lse else out
+
+
+def _configuration(kernel: str, args):
+    """The spec that runs a call of ``kernel``: its split-KV configuration with more than one split, its one-split
+    one for a KV cache's appends, cache_batch_idx or paged cache (flash-attn's force_split_kernel); refused with
+    NotImplementedError naming what the spec does not model."""
+    name = kernel
+    forced = args.kvcache is not None and args.kvcache.forces_split_kernel
+    if args.num_splits > 1 or forced:
+        table = SPLIT_KERNELS if args.num_splits > 1 else SPLIT1_KERNELS
+        if kernel not in table:
+            raise NotImplementedError(f"kernel {kernel!r} has no split-KV configuration, which split-KV and the KV "
+                                      "cache's appends, cache_batch_idx and paged caches run")
+        name = table[kernel]
+    spec = get(name)
+    spec.check_supported(args)
+    return spec
+
+
+def _run(spec, backend: str, q, k, v, call: dict):
+    """The twin (``backend="sim"``) or the kernel of ``spec`` on numpy inputs."""
+    if backend == "sim":
+        return run_twin(spec.name, q, k, v, **call)
+    from flashsim.kernels.launch import run_kernel
+
+    return run_kernel(spec.name, q, k, v, **call)
+
+
+def _to_torch(x: np.ndarray, args, device):
+    """A numpy output as a torch tensor on ``device`` (16-bit patterns of a bf16 call as torch.bfloat16)."""
+    import torch
+
+    if x.dtype == np.dtype(args.np_dtype) and args.dtype == "bfloat16":
+        return torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(torch.bfloat16).to(device)
+    return torch.from_numpy(np.ascontiguousarray(x)).to(device)
 
 
 def _forward(q, k, v, kw: dict, kernel: str, backend: str):
     """Check a call, pick the kernel configuration (split-KV), run it and give its outputs back in the inputs'
     kind."""
-    spec = get(kernel)
+    get(kernel)
     if backend not in BACKENDS:
         raise bad_argument("backend", backend, f"expected one of {BACKENDS}")
     args = check_args(q, k, v, **kw)
-    if args.num_splits > 1 and kernel in SPLIT_KERNELS:
-        spec = get(SPLIT_KERNELS[kernel])
-    spec.check_supported(args)
+    spec = _configuration(kernel, args)
     if kw["return_attn_probs"] and not spec.writes_lse:
         raise NotImplementedError(f"kernel {kernel!r} writes no softmax LSE (return_attn_probs needs one of "
                                   f"{WRITES_LSE})")
@@ -188,23 +199,10 @@ def _forward(q, k, v, kw: dict, kernel: str, backend: str):
         call.update(cu_seqlens_q=np.asarray(args.cu_seqlens_q, np.int32),
                     cu_seqlens_k=np.asarray(args.cu_seqlens_k, np.int32), max_seqlen_q=args.seqlen_q,
                     max_seqlen_k=args.seqlen_k)
-    if backend == "sim":
-        res = run_twin(spec.name, qn, kn, vn, args.softmax_scale, **call)
-    else:
-        from flashsim.kernels.launch import run_kernel
-
-        res = run_kernel(spec.name, qn, kn, vn, args.softmax_scale, **call)
+    res = _run(spec, backend, qn, kn, vn, {**call, "softmax_scale": args.softmax_scale})
     out, lse = res[:2]
     probs = res[2] if args.return_softmax else np.zeros((0,), args.np_dtype)
     if torch_in:
-        import torch
-
-        def back(x):
-            if x.dtype == np.dtype(args.np_dtype) and args.dtype == "bfloat16":
-                return torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(torch.bfloat16).to(q.device)
-            return torch.from_numpy(np.ascontiguousarray(x)).to(q.device)
-
-        out = back(out)
-        lse = back(lse) if lse is not None else None
-        probs = back(probs)
+        out, probs = _to_torch(out, args, q.device), _to_torch(probs, args, q.device)
+        lse = _to_torch(lse, args, q.device) if lse is not None else None
     return (out, lse, probs) if kw["return_attn_probs"] else out

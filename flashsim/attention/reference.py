@@ -139,9 +139,11 @@ def rotary(x: np.ndarray, pos: np.ndarray, cos: np.ndarray, sin: np.ndarray, int
         return out.astype(x.dtype)
 
 
-def kv_inputs(q, k_cache, v_cache, args: AttentionArgs, kv: dict | None, b: int):
+def kv_inputs(q, k_cache, v_cache, args: AttentionArgs, kv: dict | None, b: int, rotate=rotary):
     """Batch entry ``b`` of a KV-cache call as attention inputs: its queries, the cache's first cache_seqlens[b]
-    keys and values then the appended ones, rotated (float64, rounded) where the call has rotary tables."""
+    keys and values then the appended ones (``kv``: k_new, v_new, rotary_cos, rotary_sin), rotated where the call
+    has rotary tables, by ``rotate(x, pos, cos, sin, interleaved)`` (default :func:`rotary`, in float64; the fa2 twin
+    passes the kernel's f32 rotation)."""
     kc = args.kvcache
     kv = kv or {}
     skc, n = kc.seqlens[b], kc.seqlen_knew
@@ -151,9 +153,9 @@ def kv_inputs(q, k_cache, v_cache, args: AttentionArgs, kv: dict | None, b: int)
         kn, vn = kv["k_new"][b], kv["v_new"][b]
         if kc.rotary_dim:
             cos, sin, il = kv["rotary_cos"], kv["rotary_sin"], kc.rotary_interleaved
-            kn = np.stack([rotary(kn[:, h], skc + np.arange(n), cos, sin, il) for h in range(kn.shape[1])], axis=1)
+            kn = np.stack([rotate(kn[:, h], skc + np.arange(n), cos, sin, il) for h in range(kn.shape[1])], axis=1)
             rows = skc + (np.arange(args.seqlen_q) if (args.is_causal or args.is_local) else np.zeros(args.seqlen_q, int))
-            qb = np.stack([rotary(qb[:, h], rows, cos, sin, il) for h in range(qb.shape[1])], axis=1)
+            qb = np.stack([rotate(qb[:, h], rows, cos, sin, il) for h in range(qb.shape[1])], axis=1)
         kb, vb = np.concatenate([kb, kn]), np.concatenate([vb, vn])
     return qb, kb, vb
 

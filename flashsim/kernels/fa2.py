@@ -51,6 +51,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from flashsim.attention.args import round_multiple
+from flashsim.attention.reference import kv_inputs as kv_entry
 from flashsim.errors import bad_argument
 from flashsim.kernels.spec import fa2_smem_layout as smem_layout  # noqa: F401 (the layout smem_off computes)
 from flashsim.kernels.spec import get
@@ -473,17 +474,26 @@ def check(q, k, v, softmax_scale=None, kernel: str = "fa2", **kw):
     return args
 
 
+def _pad(x, d: int | None) -> np.ndarray:
+    """16-bit patterns of ``x``, zero-padded along the last axis to ``d`` (None: as they are)."""
+    x = np.ascontiguousarray(np.asarray(x)).view(np.uint16)
+    if d is not None and x.shape[-1] != d:
+        x = np.concatenate([x, np.zeros((*x.shape[:-1], d - x.shape[-1]), np.uint16)], axis=-1)
+    return x
+
+
 def pad_inputs(args, q, k, v, kernel: str = "fa2"):
     """16-bit patterns zero-padded to the instance's head dim (what FA2's predicated copy leaves in smem);
     v to the instance's V head dim."""
     inst = get(kernel).instance_for(args)
-    out = []
-    for x, d in ((q, inst.headdim), (k, inst.headdim), (v, inst.headdim_v)):
-        x = np.ascontiguousarray(np.asarray(x)).view(np.uint16)
-        if x.shape[-1] != d:
-            x = np.concatenate([x, np.zeros((*x.shape[:-1], d - x.shape[-1]), np.uint16)], axis=-1)
-        out.append(x)
-    return out
+    return [_pad(x, d) for x, d in ((q, inst.headdim), (k, inst.headdim), (v, inst.headdim_v))]
+
+
+def combine_layout(headdim: int, num_splits: int) -> tuple[int, int]:
+    """(kBlockM, max_splits) of fa2.cu's combine kernel: 4 rows per CTA at head dims that are multiples of 128, 8 at
+    multiples of 64, else 16 (flash_fwd_launch_template.h:140); the power of two >= num_splits, at least 2."""
+    kbm = 4 if headdim % 128 == 0 else (8 if headdim % 64 == 0 else 16)
+    return kbm, max(2, 1 << (num_splits - 1).bit_length())
 
 
 def combine(pb: Problem, oaccum: np.ndarray, lse_accum: np.ndarray):
@@ -496,9 +506,8 @@ def combine(pb: Problem, oaccum: np.ndarray, lse_accum: np.ndarray):
     over R; a max of -inf becomes 0; the sum of ``expf(lse - max)`` the same way (FADD.FTZ); lse = +inf for a zero or
     NaN sum, else ``logf(sum) + max`` (``FFMA.FTZ lg2(sum), ln 2, max``); each split's scale ``expf(lse_s - lse)``; O = FFMA.FTZ(scale_s, oaccum_s,
     O) over the splits in order from +0, then cvt.rn to 16 bits."""
-    splits, d = pb.num_splits, pb.headdim
-    kbm = 4 if d % 128 == 0 else (8 if d % 64 == 0 else 16)
-    max_splits = max(2, 1 << (splits - 1).bit_length())
+    splits = pb.num_splits
+    kbm, max_splits = combine_layout(pb.headdim, splits)
     r_threads = min(128 // kbm, max_splits)
     per_thread = -(-max_splits * kbm // 128)
     rows = pb.batch * pb.heads * pb.seqlen_q
@@ -547,12 +556,13 @@ def _launch(pb: Problem, q, k, v, progress=None, **kw):
     return combine(pb, np.stack([r[0] for r in parts]), np.stack([r[1] for r in parts]))
 
 
-def rotate(x: np.ndarray, pos: np.ndarray, cos: np.ndarray, sin: np.ndarray, rotary_dim: int, interleaved: bool,
+def rotate(x: np.ndarray, pos: np.ndarray, cos: np.ndarray, sin: np.ndarray, interleaved: bool, *,
            dtype: str) -> np.ndarray:
     """fa2.cu's rotate8 (flash-attn's rotary.h) on 16-bit rows ``x`` (n, d) at table rows ``pos`` (n,): columns
     below rotary_dim rotated in f32 and rounded back (cvt.rn), the others as they are. Interleaved: ``x0 c - x1 s``
     as FMUL.FTZ x1 s then FFMA.FTZ x0, c, -that; ``x0 s + x1 c`` as FMUL.FTZ x1 c then FFMA.FTZ x0, s, that. Otherwise
     ``x c + x_other (+-s)``: FMUL.FTZ x_other, +-s then FFMA.FTZ x, c, that."""
+    rotary_dim = 2 * cos.shape[1]
     out = x.copy()
     c, sn = F(widen(cos[pos], dtype)), F(widen(sin[pos], dtype))
     xf = widen(x[:, :rotary_dim], dtype)
@@ -568,28 +578,6 @@ def rotate(x: np.ndarray, pos: np.ndarray, cos: np.ndarray, sin: np.ndarray, rot
         y = np.concatenate([(x0 * c + fmul_rn(x1, -sn)).bits, (x1 * c + fmul_rn(x0, sn)).bits], axis=1)
     out[:, :rotary_dim] = narrow(y, dtype)
     return out
-
-
-def _kv_sequence(pb: Problem, args, b: int, q, kc, vc, inputs: dict):
-    """Batch entry ``b`` of a KV-cache call: its queries (rotated), its keys and values as the CTAs read them (the
-    cache's rows below cache_seqlens[b], then the appended ones, rotated) and the appended rows, (q, k, v, k_new,
-    v_new) padded 16-bit."""
-    kv = args.kvcache
-    skc, n_new = kv.seqlens[b], kv.seqlen_knew
-    e, r = kv.rows(b, np.arange(skc))
-    kb, vb = kc[e, r], vc[e, r]
-    qb = q[b]
-    k_new = v_new = None
-    if n_new:
-        k_new, v_new = inputs["k_new"][b], inputs["v_new"][b]
-        if kv.rotary_dim:
-            rot = (inputs["rotary_cos"], inputs["rotary_sin"], kv.rotary_dim, kv.rotary_interleaved, pb.dtype)
-            k_new = np.stack([rotate(k_new[:, h], skc + np.arange(n_new), *rot) for h in range(pb.heads_k)], axis=1)
-            rows = skc + (np.arange(pb.seqlen_q) if (pb.is_causal or pb.is_local) else 0)
-            rows = np.broadcast_to(rows, (pb.seqlen_q,))
-            qb = np.stack([rotate(qb[:, h], rows, *rot) for h in range(pb.heads)], axis=1)
-        kb, vb = np.concatenate([kb, k_new]), np.concatenate([vb, v_new])
-    return qb, kb, vb, k_new, v_new
 
 
 def _appended_rows(sub: Problem, skc: int, n_new: int) -> np.ndarray:
@@ -620,15 +608,16 @@ def simulate(pb: Problem, args, q, k, v, *, threads: int | None = None, progress
         lse = np.zeros(args.lse_shape, np.uint32)
         kc, vc = k.copy(), v.copy()
         for b in range(args.batch):
-            qb, kb, vb, k_new, v_new = _kv_sequence(pb, args, b, q, k, v, inputs or {})
+            # the cache's rows below cache_seqlens[b], then the appended ones (rotated as fa2.cu rotates them)
+            qb, kb, vb = kv_entry(q, k, v, args, inputs, b, rotate=functools.partial(rotate, dtype=pb.dtype))
             sub = replace(pb, batch=1, seqlen_k=kb.shape[0], batch_offset=b, varlen=True,
                           split_seqlen_k=pb.seqlen_k, alibi=None if pb.alibi is None else (pb.alibi[b],))
             res = _launch(sub, qb[None], kb[None], vb[None], **kw)
             o[b], lse[b] = res[0][0], res[1][0]
             if kv.seqlen_knew:
-                rows = np.nonzero(_appended_rows(sub, kv.seqlens[b], kv.seqlen_knew))[0]
-                e, r = kv.rows(b, kv.seqlens[b] + rows)
-                kc[e, r], vc[e, r] = k_new[rows], v_new[rows]
+                keys = kv.seqlens[b] + np.nonzero(_appended_rows(sub, kv.seqlens[b], kv.seqlen_knew))[0]
+                e, r = kv.rows(b, keys)
+                kc[e, r], vc[e, r] = kb[keys], vb[keys]
         return o, lse, kc, vc
     if args.varlen:
         o = np.zeros((*q.shape[:-1], pb.dv), np.uint16)
@@ -693,16 +682,8 @@ def kv_inputs(args, kw: dict, kernel: str = "fa2") -> dict:
     if args.kvcache is None:
         return {}
     inst = get(kernel).instance_for(args)
-    out = {}
-    for name, d in (("k_new", inst.headdim), ("v_new", inst.headdim_v), ("rotary_cos", None), ("rotary_sin", None)):
-        x = kw.get(name)
-        if x is None:
-            continue
-        x = np.ascontiguousarray(np.asarray(x)).view(np.uint16)
-        if d is not None and x.shape[-1] != d:
-            x = np.concatenate([x, np.zeros((*x.shape[:-1], d - x.shape[-1]), np.uint16)], axis=-1)
-        out[name] = x
-    return out
+    dims = {"k_new": inst.headdim, "v_new": inst.headdim_v, "rotary_cos": None, "rotary_sin": None}
+    return {name: _pad(kw[name], d) for name, d in dims.items() if kw.get(name) is not None}
 
 
 # ---------------------------------------------------------------------------------------------- the kernel
@@ -740,8 +721,7 @@ def launch_args(inst, args, q, k, v, xp, **kw):
         if pb.split_out:
             d_oacc = xp.zeros((pb.num_splits, *d_q.shape), np.float32)
             d_lacc = xp.zeros((pb.num_splits, *args.lse_shape), np.float32)
-            max_splits = max(2, 1 << (pb.num_splits - 1).bit_length())
-            kbm = 4 if inst.headdim % 128 == 0 else 8
+            kbm, max_splits = combine_layout(inst.headdim, pb.num_splits)
             rows = args.batch * args.heads * args.seqlen_q
             post = ((inst.combine_function(args.dtype), (-(-rows // kbm), 1, 1),
                      (d_oacc, d_lacc, d_o, d_lse, np.int32(args.batch), np.int32(args.heads), np.int32(args.seqlen_q),

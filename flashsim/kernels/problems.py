@@ -131,9 +131,8 @@ def _draw_kvcache(pick: Pick, p: dict) -> None:
     p["seqlen_k"] = cap
     knew = p["kv_new"] = pick("kv_new", KV_NEW)
     p["seqlen_q"] = min(p["seqlen_q"], cap)
-    p["kv_seqlens"] = tuple(pick("kv_seqlen", (0, 1, (cap - knew) // 3, cap - knew - 1, cap - knew))
-                            for _ in range(p["batch"]))
-    p["kv_seqlens"] = tuple(max(0, min(x, cap - knew)) for x in p["kv_seqlens"])
+    room = cap - knew  # keys that fit before the appended ones
+    p["kv_seqlens"] = tuple(pick("kv_seqlen", (0, 1, room // 3, max(room - 1, 0), room)) for _ in range(p["batch"]))
     p["kv_rotary"] = pick("kv_rotary", KV_ROTARY) if knew and p["headdim"] >= 16 else "none"
     p["kv_rotary_dim"] = pick("kv_rotary_dim", (16, 32, 64)) if p["kv_rotary"] != "none" else 0
     p["num_splits"] = pick("num_splits", KV_SPLITS)

@@ -703,14 +703,18 @@ __device__ __forceinline__ void forward(const Params& p) {
 }  // namespace fa2
 
 // Scalars are passed one by one (cupy's RawKernel takes no structs).
+// Every entry point takes these first, then its build's own (fa2::Params in this order).
+#define FA2_PARAMS                                                                                              \
+    const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* o, float* lse,    \
+        int seqlen_q, int seqlen_k, int heads, int heads_k, float scale_softmax, float scale_softmax_log2,      \
+        float softcap, int window_left, int window_right, int is_causal, int is_local
+#define FA2_ARGS                                                                                                \
+    q, k, v, o, lse, seqlen_q, seqlen_k, heads, heads_k, scale_softmax, scale_softmax_log2, softcap,            \
+        window_left, window_right, is_causal, is_local
 #define FA2_KERNEL(name, hdim, block_m, block_n, bf16)                                                         \
     extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
-    name(const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* o,          \
-         float* lse, int seqlen_q, int seqlen_k, int heads, int heads_k, float scale_softmax,                  \
-         float scale_softmax_log2, float softcap, int window_left, int window_right, int is_causal,             \
-         int is_local) {                                                                                        \
-        const fa2::Params p{q, k, v, o, lse, seqlen_q, seqlen_k, heads, heads_k, scale_softmax,                 \
-                            scale_softmax_log2, softcap, window_left, window_right, is_causal, is_local};      \
+    name(FA2_PARAMS) {                                                                                          \
+        const fa2::Params p{FA2_ARGS};                                                                          \
         fa2::forward<hdim, block_m, block_n, bf16>(p);                                                          \
     }
 
@@ -737,12 +741,8 @@ FA2_KERNEL(fa2_hdim256_bf16, 256, 64, 64, true)
 // The chunked entry points take one more parameter, attention_chunk (after is_local).
 #define FA2_CHUNKED_KERNEL(name, hdim, block_m, block_n, bf16)                                                 \
     extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
-    name(const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* o,          \
-         float* lse, int seqlen_q, int seqlen_k, int heads, int heads_k, float scale_softmax,                  \
-         float scale_softmax_log2, float softcap, int window_left, int window_right, int is_causal,             \
-         int is_local, int attention_chunk) {                                                                   \
-        const fa2::Params p{q, k, v, o, lse, seqlen_q, seqlen_k, heads, heads_k, scale_softmax,                 \
-                            scale_softmax_log2, softcap, window_left, window_right, is_causal, is_local,        \
+    name(FA2_PARAMS, int attention_chunk) {                                                                     \
+        const fa2::Params p{FA2_ARGS,                                                                           \
                             attention_chunk};                                                                   \
         fa2::forward<hdim, block_m, block_n, bf16, true>(p);                                                    \
     }
@@ -762,15 +762,11 @@ FA2_CHUNKED_KERNEL(fa2_chunked_hdim64_bf16, 64, 128, 128, true)
 // seqlens_k (nullptr: off), the KV cache's lengths per batch entry (not cumulative; seqlen_k is the cache's).
 #define FA2_EXT_KERNEL(name, hdim, block_m, block_n, bf16)                                                     \
     extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
-    name(const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* o,          \
-         float* lse, int seqlen_q, int seqlen_k, int heads, int heads_k, float scale_softmax,                  \
-         float scale_softmax_log2, float softcap, int window_left, int window_right, int is_causal,             \
-         int is_local, const float* alibi_slopes, int alibi_batch_stride, int is_dropout, unsigned p_dropout_u8, \
+    name(FA2_PARAMS, const float* alibi_slopes, int alibi_batch_stride, int is_dropout, unsigned p_dropout_u8,  \
          float rp_dropout, unsigned long long philox_seed, unsigned long long philox_offset,                    \
          unsigned short* s_dmask, int seqlen_q_rounded, int seqlen_k_rounded, const int* cu_seqlens_q,          \
          const int* cu_seqlens_k, int total_q, const int* seqlens_k) {                                          \
-        const fa2::Params p{q, k, v, o, lse, seqlen_q, seqlen_k, heads, heads_k, scale_softmax,                 \
-                            scale_softmax_log2, softcap, window_left, window_right, is_causal, is_local, 0,     \
+        const fa2::Params p{FA2_ARGS, 0,                                                                        \
                             alibi_slopes, alibi_batch_stride, is_dropout, p_dropout_u8, rp_dropout,             \
                             philox_seed, philox_offset, s_dmask, seqlen_q_rounded, seqlen_k_rounded,            \
                             cu_seqlens_q, cu_seqlens_k, total_q, nullptr, nullptr, 0, 0, seqlens_k};            \
@@ -794,16 +790,12 @@ FA2_EXT_KERNEL(fa2_ext_hdim256_bf16, 256, 64, 64, true)
 // off) and rotary_interleaved. k and v are written by an append.
 #define FA2_SPLIT_KERNEL(name, hdim, block_m, block_n, bf16)                                                   \
     extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
-    name(const unsigned short* q, const unsigned short* k, const unsigned short* v, unsigned short* o,          \
-         float* lse, int seqlen_q, int seqlen_k, int heads, int heads_k, float scale_softmax,                  \
-         float scale_softmax_log2, float softcap, int window_left, int window_right, int is_causal,             \
-         int is_local, const float* alibi_slopes, int alibi_batch_stride, float* oaccum, float* lse_accum,      \
+    name(FA2_PARAMS, const float* alibi_slopes, int alibi_batch_stride, float* oaccum, float* lse_accum,        \
          int is_even_mn, int batch, const int* seqlens_k, const int* cache_batch_idx, const int* block_table,     \
          int block_table_stride, int page_block_size, long long kv_batch_stride, const unsigned short* knew,     \
          const unsigned short* vnew, int seqlen_knew, const unsigned short* rotary_cos,                         \
          const unsigned short* rotary_sin, int rotary_dim, int rotary_interleaved) {                            \
-        const fa2::Params p{q, k, v, o, lse, seqlen_q, seqlen_k, heads, heads_k, scale_softmax,                 \
-                            scale_softmax_log2, softcap, window_left, window_right, is_causal, is_local, 0,     \
+        const fa2::Params p{FA2_ARGS, 0,                                                                        \
                             alibi_slopes, alibi_batch_stride, 0, 255u, 1.0f, 0ull, 0ull, nullptr, 0, 0,         \
                             nullptr, nullptr, 0, oaccum, lse_accum, is_even_mn, batch, seqlens_k,              \
                             cache_batch_idx, block_table, block_table_stride, page_block_size,                  \

@@ -2,8 +2,10 @@
 CUDA kernel itself (``backend="gpu"``).
 
 Kernels: every kernel of ``flashsim.kernels.spec.SPECS`` (``fa2``, seed 000's FlashAttention-2 with masks,
-softcap, GQA/MQA, fp16/bf16, head dims up to 128 and LSE, ``fa2_sm8x``, the same kernel with flash-attn's
-sm8x tiles, and ``fa2_chunked``, with FlashAttention-3's chunked attention (``attention_chunk``) too;
+softcap, GQA/MQA, fp16/bf16, dropout, ALiBi, packed sequences, the KV cache, head dims up to 256 with flash-attn's
+sm_90 traits for the call above 128, and LSE; ``fa2_splitkv`` and ``fa2_splitkv1``, its split-KV kernel;
+``fa2_sm8x``, the same kernel with flash-attn's sm8x tiles, and ``fa2_chunked``, with FlashAttention-3's chunked
+attention (``attention_chunk``) too;
 ``kernel1``, seed 002; ``v5`` and ``v6``, seed 001; ``fa4h``, seed 004's warp-specialised pipeline on sm_90 with
 head dims 64, 128 and qk 192 / v 128); each spec's ``doc`` says what it models. A feature a
 kernel does not have raises NotImplementedError naming it; a shape outside a kernel's preconditions raises

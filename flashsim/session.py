@@ -107,7 +107,7 @@ def _run_interp(case, kernel: str, headdim: int, steps: int, n_ctas: int, ctas: 
 
 def run_case(case, *, backend: str, ctas=(0,), warps=None, cap_words: int | None = None, progress=None) -> Run:
     """Run ``case`` (a flashsim.kernels.problems.Case) traced on ``backend`` (one of :data:`BACKENDS`),
-    recording the CTAs ``ctas`` (None: all) and warps ``warps`` (None: all 4); ``progress(done, total)``
+    recording the CTAs ``ctas`` (None: all) and warps ``warps`` (None: every warp of a CTA); ``progress(done, total)``
     follows the simulator's run (flashsim.kernels.PROGRESS_UNIT says what it counts)."""
     from flashsim.kernels import run_twin
     from flashsim.kernels.problems import inputs_digest
@@ -116,8 +116,8 @@ def run_case(case, *, backend: str, ctas=(0,), warps=None, cap_words: int | None
         raise bad_argument("backend", backend, f"expected one of {BACKENDS}")
     kernel = case.params["kernel"]
     args = _args(case)
-    headdim, steps, n_ctas = spec.instance(kernel, args)
-    ctas, warps = check_filter(ctas, warps, n_ctas)
+    headdim, steps, n_ctas, n_warps = spec.instance(kernel, args)
+    ctas, warps = check_filter(ctas, warps, n_ctas, n_warps)
     meta = {"kind": "flashsim trace", "kernel": kernel, "params": {k: case.params[k] for k in PARAM_KEYS if k in case.params},
             "instance_headdim": headdim, "kv_steps": steps, "grid_ctas": n_ctas, "ctas": ctas, "warps": warps,
             "inputs_sha256": inputs_digest(case), "flashsim_version": __version__, "backend": backend}

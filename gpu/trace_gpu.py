@@ -44,8 +44,8 @@ class Armed:
     launch rewrites them), ``events()`` decodes them, ``disarm()`` clears the device global."""
 
     def __init__(self, kernel: str, prep, args, ctas, warps, cap_words: int | None):
-        headdim, steps, n_ctas = spec.instance(kernel, args)
-        ctas, warps = check_filter(ctas, warps, n_ctas)
+        headdim, steps, n_ctas, n_warps = spec.instance(kernel, args)
+        ctas, warps = check_filter(ctas, warps, n_ctas, n_warps)
         self.need = spec.warp_words(kernel, headdim, steps)
         cap = capacity(cap_words, self.need)
         cupy = runtime.require_gpu()
@@ -76,12 +76,12 @@ class Armed:
 def arm(kernel: str, q, k, v, softmax_scale=None, *, ctas=(0,), warps=None, cap_words: int | None = None,
         **kw) -> Armed:
     """The traced build of ``kernel`` on numpy inputs, armed to record the CTAs ``ctas`` (linear ids
-    x + X (y + Y z)) and warps ``warps`` (None: all 4). Every argument is checked before the GPU is used."""
+    x + X (y + Y z)) and warps ``warps`` (None: every warp of a CTA). Every argument is checked before the GPU is used."""
     from flashsim.attention import check_args
 
     args = check_args(q, k, v, softmax_scale=softmax_scale, **kw)
-    headdim, steps, n_ctas = spec.instance(kernel, args)
-    check_filter(ctas, warps, n_ctas)
+    headdim, steps, n_ctas, n_warps = spec.instance(kernel, args)
+    check_filter(ctas, warps, n_ctas, n_warps)
     capacity(cap_words, spec.warp_words(kernel, headdim, steps))
     prep = prepare(kernel, q, k, v, softmax_scale, trace=True, **kw)
     return Armed(kernel, prep, args, ctas, warps, cap_words)

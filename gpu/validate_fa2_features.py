@@ -8,7 +8,8 @@ SASS interpreter) bit for bit, against float64, and the dropout pattern against 
   offset)``, then ``curand4``) on 4096 (seed, subsequence, offset) triples, edge values included.
 - Features (``--examples`` seeded problems each, from flashsim.kernels.problems with the feature forced on):
   ``dropout`` (dropout_p in 0.1-0.9), ``probs`` (dropout with return_attn_probs), ``alibi`` (slopes per head or
-  per (batch, head)), ``hdim`` (head dims 136-256), ``varlen`` (packed sequences of 1-5 entries, zero lengths
+  per (batch, head)), ``hdim`` (head dims 136-256), ``hdim192`` (head dims 136-192 without dropout: flash-attn's
+  8-warp traits, a third of them packed, ALiBi as the domain draws it), ``varlen`` (packed sequences of 1-5 entries, zero lengths
   included, with the domain's masks, dropout and ALiBi), ``splitkv`` (kernel fa2_splitkv: 2-128 splits and the
   combine kernel), ``kvcache`` (flash_attn_with_kvcache: plain, indexed and paged caches, appended keys with and
   without rotary, 1-5 splits; the caches after the call compared too). GPU == twin for out, LSE and S_dmask; with ``--interp`` the
@@ -50,6 +51,7 @@ FEATURES = {
     "varlen": {"varlen": (True,)},
     "splitkv": {},
     "kvcache": {"kvcache": (True,)},
+    "hdim192": {"headdim": (136, 160, 184, 192), "dropout_p": (0.0,), "varlen": (False, False, True)},
 }
 #: the kernel a feature's problems run on (default fa2)
 FEATURE_KERNEL = {"splitkv": "fa2_splitkv", "kvcache": "fa2_splitkv1"}

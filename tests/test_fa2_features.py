@@ -18,6 +18,7 @@ from golden_npz import load, problem_keys
 from flashsim.attention import check_args
 from flashsim.gpu.validate_fa2_features import NAMES
 from flashsim.kernels import problems, run_twin
+from flashsim.kernels.spec import get
 from flashsim.numerics.philox import dropout_scalars, keep_mask, keep_threshold, keep_tiles, philox4x32_10
 
 TRACES = Path(__file__).resolve().parents[1] / "traces" / "fa2x"
@@ -140,10 +141,21 @@ def test_the_h100_report_covers_each_feature():
     rep = json.loads(REPORT.read_text())
     assert rep["ok"] and rep["provenance"]["compute_capability"] == "9.0"
     assert rep["philox"]["equal"] == rep["philox"]["triples"] >= 4096
-    assert set(rep["summary"]) == {"dropout", "probs", "alibi", "hdim", "varlen", "splitkv", "kvcache"}
+    assert set(rep["summary"]) == {"dropout", "probs", "alibi", "hdim", "varlen", "splitkv", "kvcache", "hdim192"}
     for f, s in rep["summary"].items():
         assert s["problems"] >= 200 and s["gpu_eq_twin"] == s["problems"] and s["errors"] == 0, f
         assert s["rule"] + s["rule_na"] == s["problems"] and s["interp_eq_twin"] == s["interp_runs"], f
+    # hdim192: each problem ran flash-attn's 8-warp traits (128 x 64), the plain build or the ext build (ALiBi or
+    # packed sequences)
+    builds = set()
+    for r in rep["features"]["hdim192"]:
+        params = {**r["params"], "window_size": tuple(r["params"]["window_size"])}
+        case = problems.make_case(params)
+        args = check_args(case.q, case.k, case.v, **case.kwargs)
+        inst = get("fa2").instance_for(args)
+        assert (inst.headdim, inst.block_m, inst.block_n, inst.warps) == (192, 128, 64, 8), case.describe()
+        builds.add(inst.function(args.dtype, args))
+    assert {"fa2_hdim192_f16", "fa2_ext_hdim192_f16", "fa2_hdim192_bf16", "fa2_ext_hdim192_bf16"} <= builds
     for r in rep["dropout_statistics"]:
         assert r["sign_bits_equal_numpy_on_attended"] and r["fraction_ok"] and r["same_state_same_bytes"]
         assert r["next_offset_other_pattern"]
@@ -157,7 +169,7 @@ def test_the_h100_report_covers_each_feature():
 # ------------------------------------------------------------------------------------------------ on the GPU
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("feature", ["dropout", "probs", "alibi", "hdim", "varlen", "splitkv", "kvcache"])
+@pytest.mark.parametrize("feature", ["dropout", "probs", "alibi", "hdim", "varlen", "splitkv", "kvcache", "hdim192"])
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data())
 def test_each_feature_on_the_gpu_is_the_twin(feature, data):

@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.parametrize(("change", "match"), [
     (dict(threads=96), r"^threads=96: kernel 'fa2': expected 32 \* warps = 128"),
-    (dict(warps=0, threads=0), r"^warps=0: kernel 'fa2': expected a positive number of warps"),
+    (dict(warps=0, threads=0), r"^warps=0: kernel 'fa2': expected 1..32 warps per CTA"),
+    (dict(warps=33, threads=33 * 32), r"^warps=33: kernel 'fa2': expected 1..32 warps per CTA \(1024 threads\)"),
     (dict(tiles=(Tiles(64, 96, 64),)), r"^block_m=96: kernel 'fa2' at head dim 64: expected a multiple of 16 \* warps = 64"),
     (dict(tiles=(Tiles(64, 128, 24),)), r"^block_n=24: kernel 'fa2' at head dim 64: expected a positive multiple of 16"),
     (dict(tiles=(Tiles(40, 128, 64),)), r"^headdim=40: kernel 'fa2' at head dim 40: expected a positive multiple of 16"),
@@ -43,10 +44,15 @@ ROOT = Path(__file__).resolve().parents[1]
     (dict(source="fa2.cuh"), r"^source='fa2.cuh': kernel 'fa2': expected a bare .cu file name"),
     (dict(name="FA2"), r"^name='FA2': expected a lower-case identifier"),
     (dict(options=("-arch=sm_80",)), r"^options=.*set by gpu.runtime and flashsim.kernels.sources"),
-    (dict(entry="fa2_{dtype}"), r"^entry='fa2_\{dtype\}': kernel 'fa2' has 4 instances: the entry point must name \{hdim\}"),
+    (dict(entry="fa2_{dtype}"), r"^entry='fa2_\{dtype\}': kernel 'fa2' has 5 instances: the entry point must name \{hdim\}"),
     (dict(entry="fa2_hdim{hdim}"), r"^entry='fa2_hdim\{hdim\}': kernel 'fa2' has 2 element types"),
     (dict(entry="fa2_{tiles}"), r"^entry='fa2_\{tiles\}': kernel 'fa2': expected a format of \{hdim\} and \{dtype\}"),
-    (dict(warps=8, threads=256, tiles=(Tiles(64, 128, 64),)), r"^warps=8: kernel 'fa2': a traced kernel has 4 warps"),
+    (dict(tiles=(Tiles(64, 128, 64, warps=0),)), r"^warps=0: kernel 'fa2' at head dim 64: expected None or 1..32 warps"),
+    (dict(tiles=(Tiles(64, 64, 64, warps=8),)), r"^block_m=64: kernel 'fa2' at head dim 64: expected a multiple of "
+                                                r"16 \* warps = 128"),
+    (dict(tiles=(Tiles(64, 128, 64, dropout=True),)), r"^tiles=\[64\]: kernel 'fa2': one Tiles per head dim \(or one "
+                                                      r"with dropout=True and one with dropout=False\)"),
+    (dict(tiles=(Tiles(64, 128, 64, dropout=True), Tiles(64, 128, 64))), r"^tiles=\[64, 64\]: kernel 'fa2': one Tiles"),
     (dict(tiles=(Tiles(128, 1024, 64), Tiles(64, 128, 64)), domain=dataclasses.replace(get("fa2").domain, headdim=(64,))),
      r"^smem=.*instance hdim 128 needs more shared memory than "
                                                               r"an sm_90 CTA has \(232448 bytes\)"),
@@ -57,6 +63,12 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_a_spec_names_the_field_it_refuses(change, match):
     with pytest.raises(ArgumentError, match=match):
         dataclasses.replace(get("fa2"), **change)
+
+
+def test_instances_for_calls_with_and_without_dropout_need_a_kernel_with_dropout():
+    with pytest.raises(ArgumentError, match=r"^dropout=True: kernel 'fa2_sm8x' at head dim 64: an instance for the calls "
+                                            r"with or without dropout \(True or False\) needs a kernel that models"):
+        dataclasses.replace(get("fa2_sm8x"), tiles=(Tiles(64, 128, 64, dropout=True), Tiles(64, 128, 64, dropout=False)))
 
 
 def test_a_kernel_taking_the_head_dim_has_one_tiles_and_no_hdim_in_its_entry():
@@ -112,10 +124,17 @@ def test_the_fa2_configurations_are_the_lead_contract():
     tiles = {k: {d: (get(k).instance(d).block_m, get(k).instance(d).block_n) for d in (64, 128)}
              for k in ("fa2", "fa2_sm8x")}
     assert tiles == {"fa2": {64: (128, 64), 128: (128, 32)}, "fa2_sm8x": {64: (128, 64), 128: (64, 64)}}
-    assert get("fa2").function_names == [f"fa2{x}_hdim{d}_{t}" for x in ("", "_ext") for d in (64, 128, 192, 256)
+    # a dropout instance has only the ext build, named _dropout after the head dim
+    assert get("fa2").function_names == [f"fa2{x}_hdim{d}_{t}" for x in ("", "_ext")
+                                         for d in (64, 128, 192) + (("192_dropout",) if x else ()) + (256,)
                                          for t in ("f16", "bf16")]
-    assert {d: (get("fa2").instance(d).block_m, get("fa2").instance(d).block_n) for d in (192, 256)} == {
-        192: (64, 64), 256: (64, 64)}  # flash-attn's sm80 traits on sm90 with dropout
+    # flash-attn's sm80 traits on sm90 (run_mha_fwd_hdim192's DROPOUT_SWITCH, run_mha_fwd_hdim256 on the H100)
+    tiles = {(d, dropout): (i.block_m, i.block_n, i.warps, i.threads, i.rows_per_m, i.m_tiles)
+             for d in (192, 256) for dropout in (False, True) for i in [get("fa2").instance(d, dropout)]}
+    assert tiles == {(192, False): (128, 64, 8, 256, 128, 1), (192, True): (64, 64, 4, 128, 64, 1),
+                     (256, False): (64, 64, 4, 128, 64, 1), (256, True): (64, 64, 4, 128, 64, 1)}
+    assert [(i.headdim, i.dropout) for i in get("fa2").instances] == [(64, None), (128, None), (192, False),
+                                                                     (192, True), (256, None)]
     assert get("fa2_sm8x").function_names == ["fa2_sm8x_hdim64_f16", "fa2_sm8x_hdim64_bf16", "fa2_sm8x_hdim128_f16",
                                               "fa2_sm8x_hdim128_bf16"]
     a = check_args(*(np.zeros((2, 200, 3, 100), np.float16),) * 3)
@@ -157,8 +176,10 @@ def test_every_entry_point_is_in_the_cubin_of_the_source(kernel, trace):
     mod = interpreted_module(s.source, options=s.build_options(trace))
     missing = [f for f in s.function_names if f not in mod.kernels]
     assert not missing, f"{s.source} lacks the entry points {missing} of kernel {kernel!r} (it has {mod.kernels})"
-    for f in s.function_names:
-        assert mod.get_function(f).attributes["max_threads_per_block"] >= s.threads
+    alibi = check_args(*(np.zeros((1, 64, 2, 16), np.float16),) * 3, alibi_slopes=np.zeros(2, np.float32))
+    for inst in s.instances or (s.instance(64),):  # each build of each instance takes the instance's threads
+        for f in {inst.function(d, a) for d in s.dtypes for a in (None, alibi)}:
+            assert mod.get_function(f).attributes["max_threads_per_block"] >= inst.threads, f
 
 
 # ------------------------------------------------------------------------------------------------ shared memory

@@ -194,13 +194,38 @@ def test_recorder_argument_errors():
 
     with pytest.raises(ArgumentError, match="kernel"):
         Recorder("fa3")
-    with pytest.raises(ArgumentError, match="warps"):
-        Recorder("fa2", warps=[4])
+    with pytest.raises(ArgumentError, match=r"^warps=32: a CTA of this kernel has warps 0..31"):
+        Recorder("fa2", warps=[32])  # the warps of the twin's CTA are checked when it starts (Recorder.bind)
     case = make_case(session.make_params(**SMALL["v5"]))
     with pytest.raises(ArgumentError, match="ctas=7"):
         session.run_case(case, backend="sim", ctas=[7])
     with pytest.raises(ArgumentError, match="backend"):
         session.run_case(case, backend="tpu")
+
+
+#: fa2 at head dim 192 without dropout: flash-attn's 8-warp traits (128 x 64), two m-blocks
+WIDE = dict(kernel="fa2", seed=7, heads=2, heads_k=1, seqlen_q=200, seqlen_k=100, headdim=160, causal=True)
+
+
+def test_an_8_warp_instance_records_each_warp_as_its_cubin_does():
+    """The recorder's register maps follow the instance's warps: all 8 warps of fa2's hdim-192 CTA are recorded,
+    and the twin's events equal those of the traced cubin in the SASS interpreter."""
+    from flashsim import ArgumentError
+
+    case = make_case(session.make_params(**WIDE))
+    s = session.run_case(case, backend="sim", ctas=[0, 1])
+    assert s.meta["warps"] == list(range(8)) and {e.warp for e in s.events} == set(range(8))
+    ev = next(e for e in s.events if e.cta == 1 and e.warp == 7 and e.tag == "normalize")
+    assert ev.regs.shape == (32, len(spec.registers("fa2", "normalize", 192)))
+    i = session.run_case(case, backend="interp", ctas=[0, 1])
+    d = session.diff_runs(i, s, "interpreter", "twin")
+    assert d.clean, d.format("fa2", 192, "float16")
+    assert d.compared == len(s.events)
+    with pytest.raises(ArgumentError, match=r"^warps=8: a CTA of this kernel has warps 0..7"):
+        session.run_case(case, backend="sim", warps=[8])
+    rec = Recorder("fa2", warps=[5])
+    with pytest.raises(ArgumentError, match=r"^warps=5: a CTA of this kernel has warps 0..3"):
+        rec.bind(4)
 
 
 def test_gpu_buffer_size_follows_the_program():
@@ -297,6 +322,16 @@ def test_gpu_trace_diffs_clean_against_the_twin(kernel, runs):
 
 
 @pytest.mark.gpu
+def test_gpu_trace_of_an_8_warp_instance_diffs_clean_against_the_twin():
+    case = make_case(session.make_params(**WIDE))
+    g = session.run_case(case, backend="gpu", ctas=[0, 3])
+    s = session.run_case(case, backend="sim", ctas=[0, 3])
+    d = session.diff_runs(g, s, "GPU", "twin")
+    assert d.clean, d.format("fa2", 192, "float16")
+    assert d.compared == len(s.events) and {e.warp for e in g.events} == set(range(8))
+
+
+@pytest.mark.gpu
 @settings(max_examples=6, deadline=None)
 @given(data=st.data())
 def test_gpu_trace_of_random_problems_diffs_clean(data):
@@ -305,7 +340,7 @@ def test_gpu_trace_of_random_problems_diffs_clean(data):
     kernel = data.draw(st.sampled_from(spec.KERNELS), label="kernel")
     params = draw_params(lambda name, options: data.draw(st.sampled_from(list(options)), label=name), kernel)
     case = make_case(params)
-    headdim, steps, n_ctas = spec.instance(kernel, session._args(case))
+    headdim, steps, n_ctas, _ = spec.instance(kernel, session._args(case))
     ctas = sorted({0, n_ctas - 1})
     g = session.run_case(case, backend="gpu", ctas=ctas)
     s = session.run_case(case, backend="sim", ctas=ctas)

@@ -156,7 +156,7 @@ def estimate_record(params: dict, backend: str, ctas: list[int] | None, n_warps:
     est = Estimate()
     est.memory["inputs"] = 8 * (nq + 2 * nk) + 6 * max(nq, nk) + 2 * (nq + 2 * nk)  # drawn as float64, all three
     try:
-        hd, steps, grid = spec.instance(kernel, a)
+        hd, steps, grid, _ = spec.instance(kernel, a)
     except (ValueError, NotImplementedError):  # outside the kernel's domain: the run says why
         return est
     n_ctas = grid if ctas is None else len(set(ctas))

@@ -114,13 +114,14 @@ class Problem:
     # ALiBi row); its lengths are seqlen_q and seqlen_k, and flash-attn's Is_even_MN is off
     batch_offset: int = 0
     varlen: bool = False
+    # the launch's Is_even_MN, which the kExt and kSplit builds take (launch_even_mn); None: fa2.cu's other builds
+    # compute it
+    kernel_even_mn: bool | None = None
     # fa2.cu's kSplit instances ("fa2_splitkv"): split n_split of num_splits, over the KV blocks of the launch's
-    # seqlen_k; kernel_even_mn is the launch's Is_even_MN (run_flash_splitkv_fwd); with num_splits > 1 the CTAs
-    # write f32 O and an LSE of -inf for empty rows (the combine's input)
+    # seqlen_k; with num_splits > 1 the CTAs write f32 O and an LSE of -inf for empty rows (the combine's input)
     split_kernel: bool = False
     n_split: int = 0
     num_splits: int = 1
-    kernel_even_mn: bool = True
     split_seqlen_k: int | None = None  # the launch's seqlen_k the splits divide (a KV cache's capacity), None: seqlen_k
 
     @property
@@ -152,11 +153,12 @@ class Problem:
 
     @property
     def even_mn(self) -> bool:
-        """fa2.cu's even_mn: the kSplit launch's Is_even_MN, never for packed sequences, else both seqlens
-        multiples of the tiles."""
-        if self.split_kernel:
+        """fa2.cu's even_mn: the launch's Is_even_MN on the kExt and kSplit builds (``kernel_even_mn``), never for
+        a sequence of a packed launch, else both seqlens multiples of the tiles at head dims up to 128."""
+        if self.kernel_even_mn is not None:
             return self.kernel_even_mn
-        return not self.varlen and self.seqlen_q % self.block_m == 0 and self.seqlen_k % self.block_n == 0
+        return (not self.varlen and self.headdim <= 128 and self.seqlen_q % self.block_m == 0
+                and self.seqlen_k % self.block_n == 0)
 
     def n_block_range(self, m_block) -> tuple[np.ndarray, np.ndarray]:
         """(n_block_min, n_block_max) of each m_block, with C++ integer division (truncation toward 0)."""
@@ -227,25 +229,32 @@ def problem(inst, args) -> Problem:
                    scale_softmax_log2=np.float32(args.params_scale_softmax_log2),
                    softcap=np.float32(args.params_softcap), window_left=int(left), window_right=int(right),
                    is_causal=bool(args.is_causal), is_local=bool(args.is_local), block_m=inst.block_m,
-                   block_n=inst.block_n, warps=inst.spec.compute_warps, fma_rescale=inst.fma_rescale,
+                   block_n=inst.block_n, warps=inst.compute_warps, fma_rescale=inst.fma_rescale,
                    attention_chunk=int(args.attention_chunk),
                    headdim_v=None if inst.headdim_v == inst.headdim else inst.headdim_v,
                    alibi=alibi_slopes(args), dropout=args.dropout_p > 0,
                    p_dropout_u8=int(args.params_p_dropout_in_uint8_t), rp_dropout=np.float32(args.params_rp_dropout),
                    philox_seed=int(seed), philox_offset=int(offset), return_softmax=bool(args.return_softmax),
+                   kernel_even_mn=(launch_even_mn(inst, args) if inst.spec.split_kernel or inst.uses_ext(args)
+                                   else None),
                    **_split_fields(inst, args))
 
 
+def launch_even_mn(inst, args) -> bool:
+    """flash-attn's Is_even_MN of a launch as run_flash_fwd and run_flash_splitkv_fwd template it
+    (flash_fwd_launch_template.h:79 and 120): both seqlens multiples of the tiles, no packed sequences or KV cache
+    lengths (cu_seqlens), d the instance's (Is_even_K), no local window, no ALiBi, no returned probabilities, head
+    dim at most 128."""
+    return (not args.varlen and args.kvcache is None and args.seqlen_q % inst.block_m == 0
+            and args.seqlen_k % inst.block_n == 0 and args.headdim_padded == inst.headdim and not args.is_local
+            and args.alibi_slopes is None and not args.return_softmax and inst.headdim <= 128)
+
+
 def _split_fields(inst, args) -> dict:
-    """The kSplit launch's Problem fields: flash-attn's Is_even_MN of the split-KV kernel (run_flash_splitkv_fwd:
-    both seqlens multiples of the tiles, not packed, d the instance's, no local window, no ALiBi, head dim <=
-    128) and the split count."""
+    """The kSplit launch's Problem fields: the split count."""
     if not inst.spec.split_kernel:
         return {}
-    even = (not args.varlen and args.kvcache is None and args.seqlen_q % inst.block_m == 0 and args.seqlen_k % inst.block_n == 0
-            and args.headdim_padded == inst.headdim and not args.is_local and args.alibi_slopes is None
-            and inst.headdim <= 128)
-    return dict(split_kernel=True, num_splits=args.num_splits, kernel_even_mn=even)
+    return dict(split_kernel=True, num_splits=args.num_splits)
 
 
 def problem_from_args(args, kernel: str = "fa2") -> Problem:
@@ -258,8 +267,10 @@ def _maps(pb: Problem):
     starts at row 16 w + rows_per_m m."""
 
     bn, d, rm, mt = pb.block_n, pb.dv, pb.rows_per_m, pb.m_tiles
-    return dict(acc_s=acc_index(rm, mt, bn, bn // 8), p=quad_index(rm, mt, bn // 4), row=quad_index(rm, mt, 0, 4),
-                acc_o=acc_index(rm, mt, d, d // 8), lse=quad_index(rm, mt, 0, 1))
+    w = pb.warps
+    return dict(acc_s=acc_index(rm, mt, bn, bn // 8, warps=w), p=quad_index(rm, mt, bn // 4, warps=w),
+                row=quad_index(rm, mt, 0, 4, warps=w), acc_o=acc_index(rm, mt, d, d // 8, warps=w),
+                lse=quad_index(rm, mt, 0, 1, warps=w))
 
 
 def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
@@ -268,7 +279,7 @@ def _ctas(pb: Problem, q, k, v, idx, rec=None, hook=None):
     flashsim.trace.record.Recorder) gets the events fa2.cu's FS_TRACE marks; ``hook(idx, step, steps)`` (a
     flashsim.kernels.common.StepHook) is called before each KV step (progress, cancellation)."""
     d, bm, bn, mt = pb.headdim, pb.block_m, pb.block_n, MMA_TYPE[pb.dtype]
-    rec = active(rec, idx)
+    rec = active(rec, idx, pb.warps)
     mp = _maps(pb) if rec is not None else None
     m_block, head, bidb = pb.cta_coords(idx)
     head_k = head // (pb.heads // pb.heads_k)
@@ -745,7 +756,8 @@ def launch_args(inst, args, q, k, v, xp, **kw):
                    np.int32(pb.dropout), np.uint32(pb.p_dropout_u8), np.float32(pb.rp_dropout),
                    np.uint64(pb.philox_seed), np.uint64(pb.philox_offset),
                    d_p if d_p is not None else null, np.int32(args.seqlen_q_rounded),
-                   np.int32(args.seqlen_k_rounded), *packed, np.int32(args.total_q), d_lens)
+                   np.int32(args.seqlen_k_rounded), *packed, np.int32(args.total_q), d_lens,
+                   np.int32(pb.kernel_even_mn))
 
     def fetch():
         out = np.ascontiguousarray(xp.asnumpy(d_o)[..., :args.headdim]).view(args.np_dtype)

@@ -27,6 +27,10 @@ BACKENDS = ("gpu", "interp", "gpu-cubin")
 _DEFAULT_SMEM = 48 * 1024  # dynamic smem usable without opting in
 
 
+#: the threads of a kernel launched after the main one (the split-KV combine kernel)
+POST_THREADS = 128
+
+
 @dataclass
 class Prepared:
     """A kernel launch with its inputs on the device: ``launch()`` enqueues it (no sync, for timing);
@@ -46,7 +50,7 @@ class Prepared:
             self.reset()
         self.func(self.grid, (self.threads,), self.params, shared_mem=self.smem)
         for func, grid, params in self.post:
-            func(grid, (self.threads,), params)
+            func(grid, (POST_THREADS,), params)
 
     def result(self):
         if self.reset is not None:
@@ -54,13 +58,13 @@ class Prepared:
         if self.interpreted:
             self.func(self.grid, (self.threads,), self.params, shared_mem=self.smem)
             for func, grid, params in self.post:
-                func(grid, (self.threads,), params)
+                func(grid, (POST_THREADS,), params)
         else:
             from flashsim import device
 
             device.launch(self.func, self.grid, self.threads, self.params, shared_mem=self.smem)
             for func, grid, params in self.post:
-                device.launch(func, grid, self.threads, params)
+                device.launch(func, grid, POST_THREADS, params)
         return self.fetch()
 
     @property
@@ -115,7 +119,7 @@ def prepare(kernel: str, q, k, v, softmax_scale=None, *, trace: bool = False, ba
     params, fetch, reset, *post = spec.twin_module.launch_args(inst, args, q, k, v, xp, **kv)
     after = tuple((get_kernel(spec.source, name, options=spec.build_options(trace), arch=spec.arch), grid, p)
                   for name, grid, p in (post[0] if post else ()))
-    return Prepared(func, inst.grid(args), spec.threads, params, smem, fetch, reset, after)
+    return Prepared(func, inst.grid(args), inst.threads, params, smem, fetch, reset, after)
 
 
 def run_kernel(kernel: str, q, k, v, softmax_scale=None, **kw):

@@ -34,7 +34,6 @@ from typing import Any, Callable
 
 from flashsim.errors import bad_argument
 from flashsim.trace import spec as trace_spec
-from flashsim.trace.record import WARPS as TRACE_WARPS  # the recorder's register maps are built for 4 warps
 
 __all__ = ["DTYPE_SUFFIX", "EXT_FEATURES", "FEATURES", "SMEM_LIMIT", "SPECS", "Domain", "Instance", "KernelSpec", "SmemBuffer",
            "Tiles", "fa2_smem_layout", "get", "register"]
@@ -61,6 +60,8 @@ FEATURES: dict[str, tuple[str, Callable[[Any], bool]]] = {
 EXT_FEATURES = frozenset({"dropout", "alibi", "varlen", "kvcache"})
 #: sm_90: the most shared memory one CTA may have (227 KiB, after opting in above the 48 KiB default)
 SMEM_LIMIT = 227 * 1024
+#: the most warps a CTA has (1024 threads)
+MAX_WARPS = 32
 #: a persistent kernel's CTAs: the SMs of an H100 SXM (and H200); the bits do not depend on it
 PERSISTENT_CTAS = 132
 #: the accumulator precisions flashsim.attention.attention_lowp models
@@ -82,13 +83,23 @@ class Tiles:
     then ``FADD.FTZ l, P0, l`` (the multiply stays in the rescale's branch, the add in the joined block).
     The twins round as the instance does.
 
-    ``headdim_v``: an instance whose V (and O) head dim differs from Q's and K's (fa4h's qk 192 / v 128)."""
+    ``headdim_v``: an instance whose V (and O) head dim differs from Q's and K's (fa4h's qk 192 / v 128).
+
+    ``warps``: the instance's warps per CTA when not the kernel's (``KernelSpec.warps``): flash-attn's traits
+    at head dim 192 without dropout have 8.
+
+    ``dropout``: None, the instance runs every call at its head dim; True or False, only the calls with (or
+    without) dropout, flash-attn's DROPOUT_SWITCH choosing between two traits at one head dim (the kernel then has
+    one of each). A dropout instance runs only the ext build (``KernelSpec.ext_entry``), and its entry points
+    carry ``_dropout`` after the head dim."""
 
     headdim: int | None
     block_m: int
     block_n: int
     fma_rescale: bool = True
     headdim_v: int | None = None  # V's and O's head dim when it is not ``headdim`` (a kernel with "hdim_v")
+    warps: int | None = None
+    dropout: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -200,8 +211,8 @@ class KernelSpec:
             raise bad_argument("name", self.name, "expected a lower-case identifier, e.g. 'fa2'")
         if not isinstance(self.source, str) or not _SOURCE_RE.match(self.source):
             fail("source", self.source, "expected a bare .cu file name in gpu/kernels, e.g. 'fa2.cu'")
-        if not isinstance(self.warps, int) or self.warps < 1:
-            fail("warps", self.warps, "expected a positive number of warps per CTA")
+        if not isinstance(self.warps, int) or not 0 < self.warps <= MAX_WARPS:
+            fail("warps", self.warps, f"expected 1..{MAX_WARPS} warps per CTA (1024 threads)")
         if self.threads != 32 * self.warps:
             fail("threads", self.threads, f"expected 32 * warps = {32 * self.warps} threads per CTA")
         if self.arch not in ("sm_90", "sm_90a"):
@@ -225,8 +236,6 @@ class KernelSpec:
         if self.acc not in ACCUMULATORS:
             fail("acc", self.acc, f"expected one of {ACCUMULATORS}")
         check_options(self.options)
-        if self.traceable and self.warps != TRACE_WARPS:
-            fail("warps", self.warps, f"a traced kernel has {TRACE_WARPS} warps (the recorder's register maps)")
         self._check_tiles()
         self._check_entry()
         self._check_domain()
@@ -244,19 +253,35 @@ class KernelSpec:
 
     @property
     def compute_warps(self) -> int:
-        """The warps that own query rows (``row_warps``, else every warp)."""
+        """The warps that own query rows (``row_warps``, else every warp) of an instance with the kernel's warps."""
         return self.row_warps or self.warps
 
+    @property
+    def instance_warps(self) -> tuple[int, ...]:
+        """The warps per CTA of the instances, in ``tiles`` order."""
+        return tuple(t.warps or self.warps for t in self.tiles)
+
     def _check_tiles(self) -> None:
-        rows = 16 * self.compute_warps
         if not isinstance(self.tiles, tuple) or not self.tiles or not all(isinstance(t, Tiles) for t in self.tiles):
             raise bad_argument("tiles", self.tiles, f"kernel {self.name!r}: expected a non-empty tuple of Tiles")
         dims = [t.headdim for t in self.tiles]
-        if len(set(dims)) != len(dims) or (None in dims and len(dims) > 1):
-            raise bad_argument("tiles", dims, f"kernel {self.name!r}: one Tiles per head dim, and a Tiles for "
-                                              "every head dim (headdim None) alone")
+        for d in set(dims):
+            choice = sorted(str(t.dropout) for t in self.tiles if t.headdim == d)
+            if choice not in (["None"], ["False", "True"]) or (d is None and len(dims) > 1):
+                raise bad_argument("tiles", dims, f"kernel {self.name!r}: one Tiles per head dim (or one with "
+                                                  "dropout=True and one with dropout=False), and a Tiles for every "
+                                                  "head dim (headdim None) alone")
         for t in self.tiles:
             at = f"kernel {self.name!r} at head dim {t.headdim}"
+            if t.warps is not None and (not isinstance(t.warps, int) or not 0 < t.warps <= MAX_WARPS
+                                        or self.row_warps is not None):
+                raise bad_argument("warps", t.warps, f"{at}: expected None or 1..{MAX_WARPS} warps (1024 threads; "
+                                                     "of a kernel whose every warp owns query rows)")
+            if t.dropout is not None and (t.dropout not in (True, False) or self.ext_entry is None
+                                          or "dropout" not in self.features):
+                raise bad_argument("dropout", t.dropout, f"{at}: an instance for the calls with or without dropout "
+                                                         "(True or False) needs a kernel that models dropout")
+            rows = 16 * (self.row_warps or t.warps or self.warps)
             if t.headdim is not None and (not isinstance(t.headdim, int) or t.headdim < 16 or t.headdim % 16):
                 raise bad_argument("headdim", t.headdim, f"{at}: expected a positive multiple of 16 (mma k slices)")
             if not isinstance(t.block_m, int) or t.block_m < rows or t.block_m % rows:
@@ -292,7 +317,8 @@ class KernelSpec:
         if len(self.dtypes) > 1 and "dtype" not in fields:
             raise bad_argument(what, entry, f"kernel {self.name!r} has {len(self.dtypes)} element "
                                                     "types: the entry point must name {dtype}")
-        names = [entry.format(hdim=t.headdim, dtype=DTYPE_SUFFIX[d]) for t in self.tiles for d in self.dtypes]
+        names = [entry.format(hdim=_entry_hdim(t.headdim, t.dropout), dtype=DTYPE_SUFFIX[d]) for t in self.tiles
+                 for d in self.dtypes]
         if any(not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", n) for n in names):
             raise bad_argument(what, entry, f"kernel {self.name!r}: entry points {names} are not C names")
 
@@ -346,46 +372,56 @@ class KernelSpec:
     @property
     def headdims(self) -> tuple[int, ...]:
         """The head dims of the compiled instances (empty for a kernel that takes d as a parameter)."""
-        return tuple(sorted(t.headdim for t in self.tiles if t.headdim is not None))
+        return tuple(sorted({t.headdim for t in self.tiles if t.headdim is not None}))
 
-    def instance(self, headdim: int) -> "Instance":
-        """The instance of head dim ``headdim`` (of a kernel taking d as a parameter: any multiple of 16
-        whose smem fits a CTA)."""
+    @property
+    def instances(self) -> tuple["Instance", ...]:
+        """Every compiled instance (by head dim, the one without dropout first); none for a kernel that takes d
+        as a parameter."""
+        return tuple(self.instance(d, dropout) for d in self.headdims for dropout in (False, True)
+                     if dropout is False or any(t.headdim == d and t.dropout for t in self.tiles))
+
+    def instance(self, headdim: int, dropout: bool = False) -> "Instance":
+        """The instance of head dim ``headdim`` that runs the calls with (``dropout``) or without dropout (of a
+        kernel taking d as a parameter: any multiple of 16 whose smem fits a CTA)."""
         for t in self.tiles:
             if t.headdim is None:
                 if not isinstance(headdim, int) or headdim < 16 or headdim % 16:
                     raise bad_argument("headdim", headdim, f"kernel {self.name!r} needs headdim % 16 == 0 (it "
                                                            "steps through d in 16-wide mma slices)")
-                inst = Instance(self, headdim, t.block_m, t.block_n, t.fma_rescale, headdim)
+                inst = Instance(self, headdim, t.block_m, t.block_n, t.fma_rescale, headdim, t.warps or self.warps)
                 if inst.smem_bytes > SMEM_LIMIT:
                     raise bad_argument("headdim", headdim, f"kernel {self.name!r} at this head dim needs "
                                                            f"{inst.smem_bytes} bytes of shared memory, more than "
                                                            f"an sm_90 CTA has ({SMEM_LIMIT})")
                 return inst
-            if t.headdim == headdim:
-                return Instance(self, headdim, t.block_m, t.block_n, t.fma_rescale, t.headdim_v or headdim)
+            if t.headdim == headdim and t.dropout in (None, bool(dropout)):
+                return Instance(self, headdim, t.block_m, t.block_n, t.fma_rescale, t.headdim_v or headdim,
+                                t.warps or self.warps, t.dropout)
         raise bad_argument("headdim", headdim, f"kernel {self.name!r} instances have head dim "
                                                f"{' or '.join(map(str, self.headdims))}")
 
-    def instance_for_headdim(self, headdim: int) -> "Instance":
-        """The instance that runs a call of head dim ``headdim``: for a padding kernel the smallest instance
-        that holds it padded to a multiple of 8 (as flash_attn_func pads it), else its own."""
+    def instance_for_headdim(self, headdim: int, dropout: bool = False) -> "Instance":
+        """The instance that runs a call of head dim ``headdim`` (with or without ``dropout``): for a padding
+        kernel the smallest instance that holds it padded to a multiple of 8 (as flash_attn_func pads it), else
+        its own."""
         fixed = self.headdims
         if self.pad_headdim:
             headdim = -(-headdim // 8) * 8
             for h in fixed:
                 if headdim <= h:
-                    return self.instance(h)
+                    return self.instance(h, dropout)
             raise bad_argument("headdim", headdim, f"kernel {self.name!r} is built for head dims up to {fixed[-1]} "
                                                    f"(instances {' and '.join(map(str, fixed))})")
         if fixed and headdim not in fixed:
             raise bad_argument("headdim", headdim, f"kernel {self.name!r} is built for headdim "
                                                    f"{' or '.join(map(str, fixed))} only")
-        return self.instance(headdim)
+        return self.instance(headdim, dropout)
 
     def instance_for(self, args) -> "Instance":
-        """The instance that runs a call (``AttentionArgs``): by Q's head dim, V's must be the instance's."""
-        inst = self.instance_for_headdim(args.headdim)
+        """The instance that runs a call (``AttentionArgs``): by Q's head dim and whether it asks for dropout (V's
+        head dim must be the instance's)."""
+        inst = self.instance_for_headdim(args.headdim, args.dropout_p > 0)
         if "hdim_v" in self.features and args.headdim_v != inst.headdim_v:
             raise bad_argument("v", args.v_shape, f"kernel {self.name!r} at head dim {inst.headdim} takes v of head "
                                                   f"dim {inst.headdim_v}")
@@ -398,10 +434,11 @@ class KernelSpec:
     @property
     def function_names(self) -> list[str]:
         """Every ``extern "C"`` entry point of the kernel (instances by head dim, then element types; then those
-        of ``ext_entry``)."""
-        tiles = sorted(self.tiles, key=lambda t: t.headdim or 0)
-        entries = (self.entry,) + tuple(e for e in (self.ext_entry, self.combine_entry) if e)
-        names = [e.format(hdim=t.headdim, dtype=DTYPE_SUFFIX[d]) for e in entries for t in tiles for d in self.dtypes]
+        of ``ext_entry``; a dropout instance has only the latter)."""
+        tiles = sorted(self.tiles, key=lambda t: (t.headdim or 0, bool(t.dropout)))
+        names = [e.format(hdim=_entry_hdim(t.headdim, t.dropout), dtype=DTYPE_SUFFIX[d])
+                 for e in (self.entry, self.ext_entry, self.combine_entry) if e
+                 for t in tiles if e != self.entry or not t.dropout for d in self.dtypes]
         return list(dict.fromkeys(names))
 
     def build_options(self, trace: bool = False) -> tuple[str, ...]:
@@ -421,24 +458,40 @@ class Instance:
     block_n: int
     fma_rescale: bool = True
     headdim_v: int | None = None  # V's and O's head dim (None: headdim)
+    warps: int | None = None      # warps per CTA (None: the kernel's)
+    dropout: bool | None = None   # the calls it runs: with dropout only (True), without (False), all (None)
 
     def __post_init__(self):
         if self.headdim_v is None:
             object.__setattr__(self, "headdim_v", self.headdim)
+        if self.warps is None:
+            object.__setattr__(self, "warps", self.spec.warps)
+
+    @property
+    def threads(self) -> int:
+        """Threads per CTA."""
+        return 32 * self.warps
+
+    @property
+    def compute_warps(self) -> int:
+        """The warps that own query rows (the kernel's ``row_warps``, else every warp)."""
+        return self.spec.row_warps or self.warps
 
     @property
     def rows_per_m(self) -> int:
         """Rows between a warp's consecutive m-tiles: 16 per row-owning warp of the CTA."""
-        return 16 * self.spec.compute_warps
+        return 16 * self.compute_warps
 
     @property
     def m_tiles(self) -> int:
         """m-tiles of 16 rows per warp."""
         return self.block_m // self.rows_per_m
 
-    def uses_ext(self, args) -> bool:
-        """Whether a call (AttentionArgs) runs the ``ext_entry`` build: it asks for dropout or ALiBi."""
-        return self.spec.ext_entry is not None and any(FEATURES[f][1](args) for f in EXT_FEATURES)
+    def uses_ext(self, args=None) -> bool:
+        """Whether a call (AttentionArgs; None: any) runs the ``ext_entry`` build: always on a dropout instance,
+        else when it asks for one of EXT_FEATURES."""
+        return bool(self.dropout) or (self.spec.ext_entry is not None and args is not None
+                                      and any(FEATURES[f][1](args) for f in EXT_FEATURES))
 
     def combine_function(self, dtype: str) -> str:
         """The entry point of the combine kernel of a split-KV instance."""
@@ -446,9 +499,9 @@ class Instance:
 
     def function(self, dtype: str, args=None) -> str:
         """The entry point of this instance for element type ``dtype`` (for the call ``args``: the ext build
-        when it asks for one of EXT_FEATURES)."""
-        entry = self.spec.ext_entry if args is not None and self.uses_ext(args) else self.spec.entry
-        return entry.format(hdim=self.headdim, dtype=DTYPE_SUFFIX[dtype])
+        when it asks for one of EXT_FEATURES; a dropout instance's always)."""
+        entry = self.spec.ext_entry if self.uses_ext(args) else self.spec.entry
+        return entry.format(hdim=_entry_hdim(self.headdim, self.dropout), dtype=DTYPE_SUFFIX[dtype])
 
     @cached_property
     def smem_buffers(self) -> tuple[SmemBuffer, ...]:
@@ -487,6 +540,11 @@ class Instance:
     def kv_blocks(self, args) -> int:
         """KV steps of a CTA that sees every key: ceil(seqlen_k / block_n)."""
         return -(-args.seqlen_k // self.block_n)
+
+
+def _entry_hdim(headdim: int | None, dropout: bool | None) -> str:
+    """What an instance's entry points have for ``{hdim}``: its head dim, with ``_dropout`` for a dropout instance."""
+    return f"{headdim}_dropout" if dropout else str(headdim)
 
 
 # ---------------------------------------------------------------------------------------------- shared memory
@@ -605,17 +663,19 @@ _FA2_DOMAIN = Domain(heads=(1, 2), group=(1, 2, 3), seqlen_q=(1, 7, 64, 100, 128
 _FA2 = dict(source="fa2.cu", twin="flashsim.kernels.fa2", smem=_fa2_smem, domain=_FA2_DOMAIN, pad_headdim=True,
             features=frozenset({"masks", "softcap", "gqa"}), writes_lse=True, options=("--use_fast_math",))
 
-# head dims above 128: flash-attn's sm80 traits on sm90 (64 x 64, 4 warps at 192 with dropout and at 256);
-# the ext build (fa2.cu's kExt) runs dropout and ALiBi
+# head dims above 128: flash-attn's sm80 traits on sm90, as its DROPOUT_SWITCH picks them (192: 128 x 64 with 8
+# warps without dropout, 64 x 64 with 4 with it; 256: 64 x 64, 4 warps); the ext build (fa2.cu's kExt) runs
+# dropout, ALiBi, packed sequences and per-entry KV lengths
 register(KernelSpec(
     name="fa2", entry="fa2_hdim{hdim}_{dtype}", ext_entry="fa2_ext_hdim{hdim}_{dtype}",
-    tiles=(Tiles(64, 128, 64), Tiles(128, 128, 32), Tiles(192, 64, 64, fma_rescale=False),
-           Tiles(256, 64, 64, fma_rescale=False)),
+    tiles=(Tiles(64, 128, 64), Tiles(128, 128, 32), Tiles(192, 128, 64, fma_rescale=False, warps=8, dropout=False),
+           Tiles(192, 64, 64, fma_rescale=False, dropout=True), Tiles(256, 64, 64, fma_rescale=False)),
     **{**_FA2, "features": _FA2["features"] | EXT_FEATURES,
        "domain": replace(_FA2_DOMAIN, headdim=_FA2_DOMAIN.headdim + (136, 160, 192, 224, 256))},
     doc="seed 000: the FlashAttention-2 forward (flash_fwd_kernel.h written out without CuTe) with the tiles "
-        "flash-attn's traits pick on sm_90 with dropout: causal/local masks, softcap, GQA/MQA, dropout (with the "
-        "probabilities), ALiBi, fp16/bf16, head dims up to 256, LSE"))
+        "flash-attn's traits pick on sm_90 with dropout up to head dim 128 (seed 000's), above it those it picks for "
+        "the call (192: 128 x 64 with 8 warps without dropout): causal/local masks, softcap, GQA/MQA, dropout (with "
+        "the probabilities), ALiBi, fp16/bf16, head dims up to 256, LSE"))
 register(KernelSpec(
     name="kernel1", source="kernel1.cu", entry="kernel1_{dtype}", twin="flashsim.kernels.kernel1",
     tiles=(Tiles(128, 64, 64),), smem=_row_major_smem,

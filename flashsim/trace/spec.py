@@ -95,7 +95,8 @@ def warp_words(kernel: str, headdim: int, steps: int) -> int:
     return 2 + sum(event_words(kernel, t, headdim) for t in program(kernel, headdim, steps))
 
 
-def instance(kernel: str, args) -> tuple[int, int, int]:
-    """(head dim of the instance, most KV steps of a CTA, CTAs in the grid) of a call (``AttentionArgs``)."""
+def instance(kernel: str, args) -> tuple[int, int, int, int]:
+    """(head dim of the instance, most KV steps of a CTA, CTAs in the grid, warps of a CTA) of a call
+    (``AttentionArgs``)."""
     inst = _traced(kernel).instance_for(args)
-    return inst.headdim, inst.kv_blocks(args), inst.ctas(args)
+    return inst.headdim, inst.kv_blocks(args), inst.ctas(args), inst.warps

@@ -6,11 +6,11 @@
 // kBlockN per warp and m). The hdim-64 instance uses kBlockN = 64. The tiles are template parameters: the
 // instances at the end of the file are the configurations flashsim.kernels.spec describes. So are the warps
 // (kNWarps, default 4: warp w owns rows 16w + 16 kNWarps m + (0..15), and 32 kNWarps threads copy kRowStep =
-// 4 kNWarps rows per pass); every instance below has 4.
+// 4 kNWarps rows per pass); the hdim-192 instances without dropout have 8 (flash-attn's traits), the others 4.
 // Tensors: q, o (batch, seqlen_q, heads, kHeadDim); k, v (batch, seqlen_k, heads_k, kHeadDim); lse
 // (batch, heads, seqlen_q) float32. Head dims below kHeadDim are zero-padded by the host, which gives the
 // shared memory the kernel with Is_even_K = false builds with its zero-filling predicated copy.
-// Grid (ceil(seqlen_q / kBlockM), heads, batch), 128 threads, dynamic smem (kBlockM + 2 kBlockN) kHeadDim
+// Grid (ceil(seqlen_q / kBlockM), heads, batch), 32 kNWarps threads, dynamic smem (kBlockM + 2 kBlockN) kHeadDim
 // 16-bit elements (48 KiB for hdim 128).
 //
 // Shared memory: sQ (kBlockM x kHeadDim), sK and sV (kBlockN x kHeadDim), each tile_to_shape of the atom
@@ -110,7 +110,7 @@ struct Params {
     // kSplit instances only
     float* __restrict__ oaccum;                         // nullptr: one split, O and LSE written directly
     float* __restrict__ lse_accum;
-    int is_even_mn;                                     // flash-attn's Is_even_MN of the launch
+    int is_even_mn;                                     // flash-attn's Is_even_MN of the launch (kExt too)
     int batch;
     // kSplit instances, the KV cache (flash_attn_with_kvcache; see the header)
     const int* __restrict__ seqlens_k;                  // each entry's cache length (not cumulative); nullptr: none
@@ -300,9 +300,12 @@ __device__ __forceinline__ void forward(const Params& p) {
     float* gOacc = split_out ? p.oaccum + (lse_row0 + (long long)m_block * kBlockM) * kHeadDim : nullptr;
     const int rows_left = FA2_SQ - m_block * kBlockM;
 
-    // flash-attn's Is_even_MN: packed sequences never are; kSplit takes the launch's (run_flash_splitkv_fwd)
-    const bool even_mn = kSplit ? p.is_even_mn != 0
-        : (kVar ? !varlen_q && !varlen_k && !kv_lens : true) && FA2_SQ % kBlockM == 0 && FA2_SK % kBlockN == 0;
+    // flash-attn's Is_even_MN: kExt and kSplit take the launch's (run_flash_fwd and run_flash_splitkv_fwd fold into
+    // it packed sequences, per-entry lengths, d != kHeadDim, local windows, ALiBi, returned probabilities and head
+    // dims above 128: flash_fwd_launch_template.h:79 and 118); the others, both seqlens multiples of the tiles at
+    // head dims up to 128 (they assume d == kHeadDim)
+    const bool even_mn = kVar ? p.is_even_mn != 0
+        : kHeadDim <= 128 && p.seqlen_q % kBlockM == 0 && p.seqlen_k % kBlockN == 0;
     const int chunk = kChunked ? p.attention_chunk : 0;  // C (see the header); 0: off
     // FA2's is_local in the step logic: a local window or (kChunked) a chunk, every KV step is masked. A macro, so
     // that the other instances read p.is_local at each use as before (a bool variable reorders their SASS)
@@ -711,32 +714,34 @@ __device__ __forceinline__ void forward(const Params& p) {
 #define FA2_ARGS                                                                                                \
     q, k, v, o, lse, seqlen_q, seqlen_k, heads, heads_k, scale_softmax, scale_softmax_log2, softcap,            \
         window_left, window_right, is_causal, is_local
-#define FA2_KERNEL(name, hdim, block_m, block_n, bf16)                                                         \
-    extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
+#define FA2_KERNEL(name, hdim, block_m, block_n, bf16, warps)                                                  \
+    extern "C" __global__ void __launch_bounds__(32 * (warps))                                                  \
     name(FA2_PARAMS) {                                                                                          \
         const fa2::Params p{FA2_ARGS};                                                                          \
-        fa2::forward<hdim, block_m, block_n, bf16>(p);                                                          \
+        fa2::forward<hdim, block_m, block_n, bf16, false, false, false, warps>(p);                              \
     }
 
 // The configurations (flashsim.kernels.spec): "fa2", seed 000's tiles (hdim 128: 128 x 32, hdim 64: 128 x 64)
-FA2_KERNEL(fa2_hdim128_f16, 128, 128, 32, false)
-FA2_KERNEL(fa2_hdim128_bf16, 128, 128, 32, true)
-FA2_KERNEL(fa2_hdim64_f16, 64, 128, 64, false)
-FA2_KERNEL(fa2_hdim64_bf16, 64, 128, 64, true)
+FA2_KERNEL(fa2_hdim128_f16, 128, 128, 32, false, 4)
+FA2_KERNEL(fa2_hdim128_bf16, 128, 128, 32, true, 4)
+FA2_KERNEL(fa2_hdim64_f16, 64, 128, 64, false, 4)
+FA2_KERNEL(fa2_hdim64_bf16, 64, 128, 64, true, 4)
 // "fa2_sm8x", the tiles flash-attn's sm8x traits choose for causal attention (hdim 128: 64 x 64, one m-tile
 // per warp; hdim 64: 128 x 64)
-FA2_KERNEL(fa2_sm8x_hdim128_f16, 128, 64, 64, false)
-FA2_KERNEL(fa2_sm8x_hdim128_bf16, 128, 64, 64, true)
-FA2_KERNEL(fa2_sm8x_hdim64_f16, 64, 128, 64, false)
-FA2_KERNEL(fa2_sm8x_hdim64_bf16, 64, 128, 64, true)
+FA2_KERNEL(fa2_sm8x_hdim128_f16, 128, 64, 64, false, 4)
+FA2_KERNEL(fa2_sm8x_hdim128_bf16, 128, 64, 64, true, 4)
+FA2_KERNEL(fa2_sm8x_hdim64_f16, 64, 128, 64, false, 4)
+FA2_KERNEL(fa2_sm8x_hdim64_bf16, 64, 128, 64, true, 4)
 
 // The entry points of the head dims above 128: flash-attn's sm80 traits for sm90 (flash_fwd_launch_template.h
-// at the commit above: run_mha_fwd_hdim192 with dropout, line 288, <192, 64, 64, 4>; run_mha_fwd_hdim256 on a
-// GPU whose SM has less than 4 * 256 * (64 + 2 * 64) bytes of smem, line 318, <256, 64, 64, 4>)
-FA2_KERNEL(fa2_hdim192_f16, 192, 64, 64, false)
-FA2_KERNEL(fa2_hdim192_bf16, 192, 64, 64, true)
-FA2_KERNEL(fa2_hdim256_f16, 256, 64, 64, false)
-FA2_KERNEL(fa2_hdim256_bf16, 256, 64, 64, true)
+// at the commit above: run_mha_fwd_hdim192 without dropout, line 286, <192, 128, 64, 8>, and with dropout, line
+// 288, <192, 64, 64, 4> (the kExt instance fa2_ext_hdim192_dropout_*: dropout runs only on the ext build);
+// run_mha_fwd_hdim256 on a GPU whose SM has less than 4 * 256 * (64 + 2 * 64) bytes of smem, line 318,
+// <256, 64, 64, 4>)
+FA2_KERNEL(fa2_hdim192_f16, 192, 128, 64, false, 8)
+FA2_KERNEL(fa2_hdim192_bf16, 192, 128, 64, true, 8)
+FA2_KERNEL(fa2_hdim256_f16, 256, 64, 64, false, 4)
+FA2_KERNEL(fa2_hdim256_bf16, 256, 64, 64, true, 4)
 
 // The chunked entry points take one more parameter, attention_chunk (after is_local).
 #define FA2_CHUNKED_KERNEL(name, hdim, block_m, block_n, bf16)                                                 \
@@ -759,28 +764,31 @@ FA2_CHUNKED_KERNEL(fa2_chunked_hdim64_bf16, 64, 128, 128, true)
 // alibi_slopes (nullptr: off), alibi_batch_stride, is_dropout, p_dropout_u8, rp_dropout, philox_seed,
 // philox_offset, s_dmask (nullptr: off), seqlen_q_rounded, seqlen_k_rounded, then cu_seqlens_q, cu_seqlens_k
 // (nullptr: off) and total_q of packed sequences (seqlen_q and seqlen_k are then the longest sequence's), and
-// seqlens_k (nullptr: off), the KV cache's lengths per batch entry (not cumulative; seqlen_k is the cache's).
-#define FA2_EXT_KERNEL(name, hdim, block_m, block_n, bf16)                                                     \
-    extern "C" __global__ void __launch_bounds__(fa2::kNThreads)                                                \
+// seqlens_k (nullptr: off), the KV cache's lengths per batch entry (not cumulative; seqlen_k is the cache's), and
+// is_even_mn, flash-attn's Is_even_MN of the launch.
+#define FA2_EXT_KERNEL(name, hdim, block_m, block_n, bf16, warps)                                              \
+    extern "C" __global__ void __launch_bounds__(32 * (warps))                                                  \
     name(FA2_PARAMS, const float* alibi_slopes, int alibi_batch_stride, int is_dropout, unsigned p_dropout_u8,  \
          float rp_dropout, unsigned long long philox_seed, unsigned long long philox_offset,                    \
          unsigned short* s_dmask, int seqlen_q_rounded, int seqlen_k_rounded, const int* cu_seqlens_q,          \
-         const int* cu_seqlens_k, int total_q, const int* seqlens_k) {                                          \
+         const int* cu_seqlens_k, int total_q, const int* seqlens_k, int is_even_mn) {                          \
         const fa2::Params p{FA2_ARGS, 0,                                                                        \
                             alibi_slopes, alibi_batch_stride, is_dropout, p_dropout_u8, rp_dropout,             \
                             philox_seed, philox_offset, s_dmask, seqlen_q_rounded, seqlen_k_rounded,            \
-                            cu_seqlens_q, cu_seqlens_k, total_q, nullptr, nullptr, 0, 0, seqlens_k};            \
-        fa2::forward<hdim, block_m, block_n, bf16, false, true>(p);                                             \
+                            cu_seqlens_q, cu_seqlens_k, total_q, nullptr, nullptr, is_even_mn, 0, seqlens_k};   \
+        fa2::forward<hdim, block_m, block_n, bf16, false, true, false, warps>(p);                               \
     }
 
-FA2_EXT_KERNEL(fa2_ext_hdim64_f16, 64, 128, 64, false)
-FA2_EXT_KERNEL(fa2_ext_hdim64_bf16, 64, 128, 64, true)
-FA2_EXT_KERNEL(fa2_ext_hdim128_f16, 128, 128, 32, false)
-FA2_EXT_KERNEL(fa2_ext_hdim128_bf16, 128, 128, 32, true)
-FA2_EXT_KERNEL(fa2_ext_hdim192_f16, 192, 64, 64, false)
-FA2_EXT_KERNEL(fa2_ext_hdim192_bf16, 192, 64, 64, true)
-FA2_EXT_KERNEL(fa2_ext_hdim256_f16, 256, 64, 64, false)
-FA2_EXT_KERNEL(fa2_ext_hdim256_bf16, 256, 64, 64, true)
+FA2_EXT_KERNEL(fa2_ext_hdim64_f16, 64, 128, 64, false, 4)
+FA2_EXT_KERNEL(fa2_ext_hdim64_bf16, 64, 128, 64, true, 4)
+FA2_EXT_KERNEL(fa2_ext_hdim128_f16, 128, 128, 32, false, 4)
+FA2_EXT_KERNEL(fa2_ext_hdim128_bf16, 128, 128, 32, true, 4)
+FA2_EXT_KERNEL(fa2_ext_hdim192_f16, 192, 128, 64, false, 8)
+FA2_EXT_KERNEL(fa2_ext_hdim192_bf16, 192, 128, 64, true, 8)
+FA2_EXT_KERNEL(fa2_ext_hdim192_dropout_f16, 192, 64, 64, false, 4)
+FA2_EXT_KERNEL(fa2_ext_hdim192_dropout_bf16, 192, 64, 64, true, 4)
+FA2_EXT_KERNEL(fa2_ext_hdim256_f16, 256, 64, 64, false, 4)
+FA2_EXT_KERNEL(fa2_ext_hdim256_bf16, 256, 64, 64, true, 4)
 
 // The kSplit entry points ("fa2_splitkv_*", flash-attn's compute_attn_1rowblock_splitkv): grid (m_blocks,
 // num_splits, batch * heads); after is_local they take alibi_slopes (nullptr: off), alibi_batch_stride, oaccum

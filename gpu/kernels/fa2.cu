@@ -302,7 +302,7 @@ __device__ __forceinline__ void forward(const Params& p) {
 
     // flash-attn's Is_even_MN: kExt and kSplit take the launch's (run_flash_fwd and run_flash_splitkv_fwd fold into
     // it packed sequences, per-entry lengths, d != kHeadDim, local windows, ALiBi, returned probabilities and head
-    // dims above 128: flash_fwd_launch_template.h:79 and 118); the others, both seqlens multiples of the tiles at
+    // dims above 128: flash_fwd_launch_template.h:79 and 120); the others, both seqlens multiples of the tiles at
     // head dims up to 128 (they assume d == kHeadDim)
     const bool even_mn = kVar ? p.is_even_mn != 0
         : kHeadDim <= 128 && p.seqlen_q % kBlockM == 0 && p.seqlen_k % kBlockN == 0;

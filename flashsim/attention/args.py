@@ -581,18 +581,27 @@ def check_cu_seqlens(name: str, cu: np.ndarray, total: int, longest: int) -> Non
                                                          f"than max_seqlen_{side}")
 
 
+def int32_array(name: str, x, ndim: int, shape_why: str) -> np.ndarray:
+    """An int32 index argument, numpy or torch (flash-attn: \"must have dtype int32\"), of rank ``ndim``, as int64
+    values."""
+    if _is_torch(x):
+        if str(x.dtype) != "torch.int32":
+            raise bad_argument(name, _Summary(x), "must have dtype int32")
+        x = x.detach().cpu().numpy()
+    if not isinstance(x, np.ndarray) or x.dtype != np.int32:
+        raise bad_argument(name, _Summary(x) if hasattr(x, "shape") else x, f"expected an int32 array {shape_why}")
+    if x.ndim != ndim:
+        raise bad_argument(name, _Summary(x), f"expected a rank-{ndim} array {shape_why}")
+    return x.astype(np.int64)
+
+
 def _packed(name: str, cu, n: int | None) -> np.ndarray:
-    """cu_seqlens as int64 values: int32 numpy or torch (flash-attn: \"must have dtype int32\"), 1-D."""
-    if _is_torch(cu):
-        if str(cu.dtype) != "torch.int32":
-            raise bad_argument(name, _Summary(cu), "must have dtype int32")
-        cu = cu.detach().cpu().numpy()
-    if not isinstance(cu, np.ndarray) or cu.dtype != np.int32:
-        raise bad_argument(name, _Summary(cu) if hasattr(cu, "shape") else cu, "expected an int32 array (batch + 1,)")
-    if cu.ndim != 1 or cu.shape[0] < 2 or (n is not None and cu.shape[0] != n):
+    """cu_seqlens as int64 values: int32 numpy or torch, (batch + 1,) (``n`` rows when given)."""
+    cu = int32_array(name, cu, 1, "of shape (batch + 1,)")
+    if cu.shape[0] < 2 or (n is not None and cu.shape[0] != n):
         raise bad_argument(name, _Summary(cu), "expected shape (batch + 1,) with batch >= 1"
                            + (f", the length of cu_seqlens_q ({n})" if n is not None else ""))
-    return cu.astype(np.int64)
+    return cu
 
 
 def check_args(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,

@@ -77,25 +77,12 @@ class KVCache:
         return np.full(keys.shape, e, np.int64), keys
 
 
-def _ints(name: str, x, shape_why: str, ndim: int) -> np.ndarray:
-    """An int32 array argument (numpy or torch) as int64 values."""
-    if type(x).__module__.startswith("torch"):
-        if str(x.dtype) != "torch.int32":
-            raise bad_argument(name, f"torch tensor of {x.dtype}", "must have dtype int32")
-        x = x.detach().cpu().numpy()
-    if not isinstance(x, np.ndarray) or x.dtype != np.int32:
-        raise bad_argument(name, getattr(x, "dtype", type(x).__name__), "expected an int32 array")
-    if x.ndim != ndim:
-        raise bad_argument(name, x.shape, f"expected {shape_why}")
-    return x.astype(np.int64)
-
-
 def check_cache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None, cache_seqlens=None,
                 cache_batch_idx=None, cache_leftpad=None, block_table=None, rotary_interleaved=True):
     """mha_fwd_kvcache's checks of the cache arguments. Returns (KVCache, k view, v view): the views stand for
     the attended keys and values, (batch, seqlen_k, heads_k, d) with the cache's seqlen_k, without data, for
     ``check_args``'s shape checks."""
-    from flashsim.attention.args import _Summary, _dtype_name
+    from flashsim.attention.args import _Summary, _dtype_name, int32_array
 
     if cache_leftpad is not None:
         raise NotImplementedError("cache_leftpad (left-padded KV cache) is not modelled")
@@ -114,7 +101,7 @@ def check_cache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin
         if cache_batch_idx is not None:
             raise bad_argument("cache_batch_idx", _Summary(cache_batch_idx), "paged KV cache does not support "
                                                                             "cache_batch_idx")
-        t = _ints("block_table", block_table, "shape (batch, max_num_blocks_per_seq)", 2)
+        t = int32_array("block_table", block_table, 2, "of shape (batch, max_num_blocks_per_seq)")
         if t.shape[0] != batch or t.shape[1] < 1:
             raise bad_argument("block_table", t.shape, f"expected shape (batch={batch}, max_num_blocks_per_seq >= 1)")
         if rows % PAGE_MULTIPLE:
@@ -131,7 +118,7 @@ def check_cache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin
         capacity = rows
     idx = None
     if cache_batch_idx is not None:
-        ci = _ints("cache_batch_idx", cache_batch_idx, f"shape (batch={batch},)", 1)
+        ci = int32_array("cache_batch_idx", cache_batch_idx, 1, f"of shape (batch={batch},)")
         if ci.shape[0] != batch:
             raise bad_argument("cache_batch_idx", ci.shape, f"expected shape (batch={batch},)")
         if ((ci < 0) | (ci >= entries)).any():
@@ -167,7 +154,7 @@ def check_cache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin
     elif isinstance(cache_seqlens, (int, np.integer)) and not isinstance(cache_seqlens, bool):
         lens = np.full(batch, int(cache_seqlens), np.int64)
     else:
-        lens = _ints("cache_seqlens", cache_seqlens, f"an int or shape (batch={batch},)", 1)
+        lens = int32_array("cache_seqlens", cache_seqlens, 1, f"of shape (batch={batch},), or an int")
         if lens.shape[0] != batch:
             raise bad_argument("cache_seqlens", lens.shape, f"expected shape (batch={batch},)")
     if ((lens < 0) | (lens + knew > capacity)).any():

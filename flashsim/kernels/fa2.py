@@ -111,9 +111,8 @@ class Problem:
     philox_offset: int = 0
     return_softmax: bool = False
     # one sequence of a packed launch (AttentionArgs.sequence): its batch index in the launch (philox offsets,
-    # ALiBi row); its lengths are seqlen_q and seqlen_k, and flash-attn's Is_even_MN is off
+    # ALiBi row); its lengths are seqlen_q and seqlen_k (the launch's Is_even_MN, off, is in kernel_even_mn)
     batch_offset: int = 0
-    varlen: bool = False
     # the launch's Is_even_MN, which the kExt and kSplit builds take (launch_even_mn); None: fa2.cu's other builds
     # compute it
     kernel_even_mn: bool | None = None
@@ -153,12 +152,11 @@ class Problem:
 
     @property
     def even_mn(self) -> bool:
-        """fa2.cu's even_mn: the launch's Is_even_MN on the kExt and kSplit builds (``kernel_even_mn``), never for
-        a sequence of a packed launch, else both seqlens multiples of the tiles at head dims up to 128."""
+        """fa2.cu's even_mn: the launch's Is_even_MN on the kExt and kSplit builds (``kernel_even_mn``), else both
+        seqlens multiples of the tiles at head dims up to 128."""
         if self.kernel_even_mn is not None:
             return self.kernel_even_mn
-        return (not self.varlen and self.headdim <= 128 and self.seqlen_q % self.block_m == 0
-                and self.seqlen_k % self.block_n == 0)
+        return self.headdim <= 128 and self.seqlen_q % self.block_m == 0 and self.seqlen_k % self.block_n == 0
 
     def n_block_range(self, m_block) -> tuple[np.ndarray, np.ndarray]:
         """(n_block_min, n_block_max) of each m_block, with C++ integer division (truncation toward 0)."""
@@ -237,7 +235,7 @@ def problem(inst, args) -> Problem:
                    philox_seed=int(seed), philox_offset=int(offset), return_softmax=bool(args.return_softmax),
                    kernel_even_mn=(launch_even_mn(inst, args) if inst.spec.split_kernel or inst.uses_ext(args)
                                    else None),
-                   **_split_fields(inst, args))
+                   split_kernel=inst.spec.split_kernel, num_splits=args.num_splits if inst.spec.split_kernel else 1)
 
 
 def launch_even_mn(inst, args) -> bool:
@@ -248,13 +246,6 @@ def launch_even_mn(inst, args) -> bool:
     return (not args.varlen and args.kvcache is None and args.seqlen_q % inst.block_m == 0
             and args.seqlen_k % inst.block_n == 0 and args.headdim_padded == inst.headdim and not args.is_local
             and args.alibi_slopes is None and not args.return_softmax and inst.headdim <= 128)
-
-
-def _split_fields(inst, args) -> dict:
-    """The kSplit launch's Problem fields: the split count."""
-    if not inst.spec.split_kernel:
-        return {}
-    return dict(split_kernel=True, num_splits=args.num_splits)
 
 
 def problem_from_args(args, kernel: str = "fa2") -> Problem:
@@ -525,24 +516,19 @@ def combine(pb: Problem, oaccum: np.ndarray, lse_accum: np.ndarray):
     x = np.full((max_splits, rows), NEG_INF, np.uint32)
     x[:splits] = lse_accum.reshape(splits, rows)
     xs = F(x.reshape(per_thread, r_threads, rows))                       # [l, r]: split l R + r
-    lanes = np.arange(r_threads)
-    mx = xs[0]
-    for i in range(1, per_thread):
-        mx = fmaxf(mx, xs[i])
-    off = r_threads // 2
-    while off >= 1:
-        mx = fmaxf(mx, mx[lanes ^ off])
-        off //= 2
-    mx = mx[0]
+
+    def reduce(vals, op):  # a thread's values in order, then the butterfly over the R threads (xor R / 2 down to 1)
+        acc = vals[0]
+        for x_ in vals[1:]:
+            acc = op(acc, x_)
+        off = r_threads // 2
+        while off >= 1:
+            acc = op(acc, acc[np.arange(r_threads) ^ off])
+            off //= 2
+        return acc[0]
+    mx = reduce([xs[i] for i in range(per_thread)], fmaxf)
     mx = where(mx == -np.inf, 0.0, mx)
-    sm = expf(xs[0] - mx)
-    for i in range(1, per_thread):
-        sm = sm + expf(xs[i] - mx)
-    off = r_threads // 2
-    while off >= 1:
-        sm = sm + sm[lanes ^ off]
-        off //= 2
-    sm = sm[0]
+    sm = reduce([expf(xs[i] - mx) for i in range(per_thread)], lambda a, b: a + b)
     # logf(sum) + max under fast math: MUFU.LG2, then the ln 2 multiply contracted into the add (FFMA.FTZ)
     lg2 = F(sfu.lg2_approx_f32(sm.bits, ftz=True))
     logsum = where((sm == 0.0) | (sm != sm), np.inf, lg2 * F(np.uint32(_LN2)) + mx)
@@ -621,7 +607,7 @@ def simulate(pb: Problem, args, q, k, v, *, threads: int | None = None, progress
         for b in range(args.batch):
             # the cache's rows below cache_seqlens[b], then the appended ones (rotated as fa2.cu rotates them)
             qb, kb, vb = kv_entry(q, k, v, args, inputs, b, rotate=functools.partial(rotate, dtype=pb.dtype))
-            sub = replace(pb, batch=1, seqlen_k=kb.shape[0], batch_offset=b, varlen=True,
+            sub = replace(pb, batch=1, seqlen_k=kb.shape[0], batch_offset=b,
                           split_seqlen_k=pb.seqlen_k, alibi=None if pb.alibi is None else (pb.alibi[b],))
             res = _launch(sub, qb[None], kb[None], vb[None], **kw)
             o[b], lse[b] = res[0][0], res[1][0]
@@ -642,7 +628,7 @@ def simulate(pb: Problem, args, q, k, v, *, threads: int | None = None, progress
                 continue
             done = sum(totals[:b])
             hook = None if progress is None else (lambda d, t, done=done: progress(done + d, sum(totals)))
-            sub = replace(pb, batch=1, seqlen_q=int(sq[b]), seqlen_k=int(sk[b]), batch_offset=b, varlen=True,
+            sub = replace(pb, batch=1, seqlen_q=int(sq[b]), seqlen_k=int(sk[b]), batch_offset=b,
                           alibi=None if pb.alibi is None else (pb.alibi[b],))
             q0, k0 = cu_q[b], cu_k[b]
             res = _launch(sub, q[None, q0:q0 + sq[b]], k[None, k0:k0 + sk[b]], v[None, k0:k0 + sk[b]],

@@ -32,8 +32,10 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Callable
 
+from flashsim.attention.dispatch import H100_SMS
 from flashsim.errors import bad_argument
 from flashsim.trace import spec as trace_spec
+from flashsim.trace.record import MAX_WARPS
 
 __all__ = ["DTYPE_SUFFIX", "EXT_FEATURES", "FEATURES", "SMEM_LIMIT", "SPECS", "Domain", "Instance", "KernelSpec", "SmemBuffer",
            "Tiles", "fa2_smem_layout", "get", "register"]
@@ -60,10 +62,8 @@ FEATURES: dict[str, tuple[str, Callable[[Any], bool]]] = {
 EXT_FEATURES = frozenset({"dropout", "alibi", "varlen", "kvcache"})
 #: sm_90: the most shared memory one CTA may have (227 KiB, after opting in above the 48 KiB default)
 SMEM_LIMIT = 227 * 1024
-#: the most warps a CTA has (1024 threads)
-MAX_WARPS = 32
 #: a persistent kernel's CTAs: the SMs of an H100 SXM (and H200); the bits do not depend on it
-PERSISTENT_CTAS = 132
+PERSISTENT_CTAS = H100_SMS
 #: the accumulator precisions flashsim.attention.attention_lowp models
 ACCUMULATORS = ("f32", "f16")
 
@@ -255,11 +255,6 @@ class KernelSpec:
     def compute_warps(self) -> int:
         """The warps that own query rows (``row_warps``, else every warp) of an instance with the kernel's warps."""
         return self.row_warps or self.warps
-
-    @property
-    def instance_warps(self) -> tuple[int, ...]:
-        """The warps per CTA of the instances, in ``tiles`` order."""
-        return tuple(t.warps or self.warps for t in self.tiles)
 
     def _check_tiles(self) -> None:
         if not isinstance(self.tiles, tuple) or not self.tiles or not all(isinstance(t, Tiles) for t in self.tiles):

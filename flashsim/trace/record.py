@@ -29,7 +29,7 @@ from flashsim.warp.fragments import Fragment, fragment, quad_columns, thread_in_
 
 #: warps per CTA of a traced instance unless it says otherwise (the register maps below take ``warps``)
 WARPS = 4
-#: the most warps a CTA has (the GPU's trace buffers select warps with a 32-bit mask)
+#: the most warps a CTA has (1024 threads; the GPU's trace buffers select warps with a 32-bit mask)
 MAX_WARPS = 32
 LANES = 32
 
@@ -111,8 +111,8 @@ def afrag_index(rows_per_m: int, m_tiles: int, pairs_per_row: int, k_slices: int
     return tiled_index(_A, rows_per_m, m_tiles, k_slices, pairs_per_row, per=2)
 
 
-def check_filter(ctas, warps, n_ctas: int | None = None,
-                 n_warps: int | None = WARPS) -> tuple[list[int] | None, list[int] | None]:
+def check_filter(ctas, warps, n_ctas: int | None,
+                 n_warps: int | None) -> tuple[list[int] | None, list[int] | None]:
     """The run-time filter as sorted lists: ``ctas`` (None: all) within the grid's ``n_ctas`` when given,
     ``warps`` (None: all ``n_warps``) within a CTA of ``n_warps`` warps (None: not known yet, the warps stay None
     and are checked against :data:`MAX_WARPS`). The one check the twins' recorder and the GPU's trace buffers
@@ -169,7 +169,7 @@ class Recorder:
     def __post_init__(self):
         if self.kernel not in spec.KERNELS:
             raise bad_argument("kernel", self.kernel, f"expected one of {spec.KERNELS}")
-        ctas, self._warps = check_filter(self.ctas, self.warps, n_warps=None)
+        ctas, self._warps = check_filter(self.ctas, self.warps, None, None)
         self._ctas = None if ctas is None else np.asarray(ctas, np.int64)
         self._n_warps: int | None = None
         self._seq: dict[int, int] = {}
@@ -182,7 +182,7 @@ class Recorder:
             return
         if self._n_warps is not None:
             raise bad_argument("warps", n_warps, f"this recorder records a run of {self._n_warps} warps per CTA")
-        _, warps = check_filter(None, self.warps, n_warps=n_warps)
+        _, warps = check_filter(None, self.warps, None, n_warps)
         self._warps, self._n_warps = warps, n_warps
 
     def rows(self, cta_ids: np.ndarray) -> np.ndarray:
@@ -198,8 +198,6 @@ class Recorder:
         sel = self.rows(cta_ids)
         if sel.size == 0:
             return
-        if self._n_warps is None:
-            self.bind(WARPS)
         cta_ids = np.asarray(cta_ids, np.int64)
         flats = []
         for arr, idx in variables:

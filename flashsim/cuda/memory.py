@@ -60,6 +60,10 @@ class ndarray:
     def nbytes(self) -> int:
         return self._nbytes
 
+    def data_ptr(self) -> int:
+        """The device address, as torch's ``Tensor.data_ptr()`` gives it (what Triton's launcher reads)."""
+        return self._addr
+
     @property
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))

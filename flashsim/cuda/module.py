@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from flashsim.errors import FlashsimError, bad_argument
+from flashsim.sass.binaries import load as load_binary
 from flashsim.sass.cubin import Cubin
 from flashsim.sass.isa import parse_instruction
 from flashsim.sass.launch import DEFAULT_DYNAMIC_LIMIT, MAX_SMEM_PER_CTA, Launch
@@ -43,12 +44,18 @@ class RawModule:
     """A compiled module: from CUDA source (``code``), a cubin file (``path``) or cubin bytes (``cubin``).
 
     ``name``: the file name the source is compiled under (what line info, faults and reports show; a
-    relative name is shown under the current folder, as NVRTC records it)."""
+    relative name is shown under the current folder, as NVRTC records it).
+
+    ``path`` / ``cubin`` take what cupy's ``RawModule(path=)`` and the driver take: a cubin of any ptxas (also
+    one short of its trailing NUL), a fatbin, a host object or shared library with device code (a torch
+    extension's ``.so``), or PTX, JIT-compiled for sm_90 by ptxas 13.0 as the driver does
+    (:mod:`flashsim.sass.binaries`; ``module.loaded`` says what was taken). ``member`` names the cubin or PTX
+    to take from a binary that holds several with kernels."""
 
     def __init__(self, code: str | None = None, *, path: str | None = None, cubin: bytes | None = None,
                  options: Sequence[str] = (), name_expressions: Sequence[str] | None = None,
                  backend: str = "nvrtc", translate_cucomplex: bool = False, enable_cooperative_groups: bool = False,
-                 jitify: bool = False, lineinfo: bool = True, name: str = "kernel.cu"):
+                 jitify: bool = False, lineinfo: bool = True, name: str = "kernel.cu", member: str | None = None):
         given = [n for n, v in (("code", code), ("path", path), ("cubin", cubin)) if v is not None]
         if len(given) != 1:
             raise bad_argument("code/path/cubin", given, "give exactly one of code=, path= or cubin=")
@@ -59,6 +66,8 @@ class RawModule:
         self.name_expressions = tuple(name_expressions or ())
         self._lowered: dict[str, str] = {}
         self.log = ""
+        #: which member of a binary was taken and how (flashsim.sass.binaries.Loaded); None for code=
+        self.loaded = None
         #: how the cubin was compiled (source, options), for builds of the same source such as flashsim.locate's
         #: instrumented one; None for a module given as cubin bytes
         self.build: CudaBuild | None = None
@@ -73,14 +82,14 @@ class RawModule:
             p = Path(path)
             if not p.is_file():
                 raise bad_argument("path", str(path), "no such file")
-            if p.suffix == ".ptx":
-                raise bad_argument("path", str(path), "a PTX file: flashsim runs cubins (SASS); pass the source as code=")
-            data = p.read_bytes()
+            self.loaded = load_binary(p.read_bytes(), name=str(p), path=str(p), member=member)
+            data = self.loaded.cubin
             self.source_name = str(p)
         else:
             if not isinstance(cubin, (bytes, bytearray, memoryview)):
-                raise bad_argument("cubin", type(cubin).__name__, "expected the cubin's bytes")
-            data = bytes(cubin)
+                raise bad_argument("cubin", type(cubin).__name__, "expected the bytes of a cubin, fatbin or PTX")
+            self.loaded = load_binary(bytes(cubin), name="<cubin>", member=member)
+            data = self.loaded.cubin
             self.source_name = "<cubin>"
         self.cubin = bytes(data)
         self.sha256 = hashlib.sha256(self.cubin).hexdigest()

@@ -3,7 +3,10 @@ local memory sizes, module globals and their relocations.
 
 What is read, and from where (section and attribute names as nvdisasm prints them)::
 
-    ELF header e_flags bits 8..15   the SM (0x5a = sm_90); e_machine EM_CUDA, EI_OSABI 0x41
+    ELF header                      e_machine EM_CUDA; two layouts of e_flags, told apart by EI_ABIVERSION:
+                                    7 (ptxas 12.x, EI_OSABI 0x33): the SM in bits 0..7, the virtual SM in
+                                    bits 16..23, 0x800 the architecture-specific target (sm_90a);
+                                    8 (ptxas 13.x, EI_OSABI 0x41): the SM in bits 8..15 (0x5a = sm_90)
     .text.<kernel>                  the code (disassembled by nvdisasm)
     .nv.info.<kernel>               EIATTR_KPARAM_INFO (ordinal, offset, size of each parameter),
                                     EIATTR_PARAM_CBANK (where the parameters sit in constant bank 0),
@@ -43,6 +46,19 @@ EIATTR = {
     0x50: "EIATTR_SPARSE_MMA_MASK",
 }
 _CODE = {v: k for k, v in EIATTR.items()}
+
+
+def elf_sm(abi_version: int, e_flags: int) -> int:
+    """The SM an sm_XY CUDA ELF was built for, from its header (see the module docstring's two layouts).
+
+    ABI version 7 keeps the SM in the low byte; version 8 (CUDA 13's ptxas) moved it to bits 8..15, where
+    version 7 keeps the texture-mode and 64-bit-address flags. Any other version is refused, not guessed."""
+    if abi_version == 7:
+        return e_flags & 0xFF
+    if abi_version == 8:
+        return (e_flags >> 8) & 0xFF
+    raise CubinError(f"a CUDA ELF of ABI version {abi_version}: flashsim reads the header layouts of versions 7 "
+                     "(ptxas 12.x) and 8 (ptxas 13.x)")
 
 
 class CubinError(FlashsimError):
@@ -134,7 +150,8 @@ class Cubin:
             raise CubinError(f"{name}: not a readable ELF file ({exc})") from None
         if header.e_machine != "EM_CUDA":
             raise CubinError(f"{name}: an ELF file for {header.e_machine}, not a CUDA cubin")
-        self.sm = (header.e_flags >> 8) & 0xFF
+        self.abi_version = int(header.e_ident["EI_ABIVERSION"])
+        self.sm = elf_sm(self.abi_version, int(header.e_flags))
         if self.sm != SUPPORTED_SM:
             raise CubinError(
                 f"{name}: a cubin for sm_{self.sm}; flashsim interprets sm_90 SASS only "

@@ -410,12 +410,17 @@ def _bits(word: int, lo: int, n: int) -> int:
     return (word >> lo) & ((1 << n) - 1)
 
 
-def decode(data) -> TiledFields:
+def decode(data, *, derived: bool = True) -> TiledFields:
     """The arguments of the cuTensorMapEncodeTiled call that wrote ``data`` (128 bytes: bytes, bytearray,
     memoryview or a uint8 array). Bytes that no accepted call writes raise :class:`BadTensorMapBytes` naming
     the field: the leftovers of a refused call (word 9 is 0) or an untouched buffer, bits that are 0 in every
     map, a code no argument maps to, an unused dimension slot that is not 0, a derived word (8, 9) that
-    disagrees with the fields, or fields the driver would refuse."""
+    disagrees with the fields, or fields the driver would refuse.
+
+    ``derived=False`` reads a map as the copy engine does: words 8 and 9, which the driver derives from the
+    fields and ``tensormap.replace`` on the device never writes (a map a kernel builds in place holds 0 there),
+    are not checked (H100: traces/triton/probes, the tma_words probe: maps with those words zeroed or changed
+    load the same bytes and complete the same transaction count)."""
     raw = bytes(memoryview(data).cast("B")) if not isinstance(data, (bytes, bytearray)) else bytes(data)
     if len(raw) != 128:
         raise ArgumentError(f"data={raw[:16]!r}...: expected the 128 bytes of a CUtensorMap, got {len(raw)}")
@@ -425,7 +430,7 @@ def decode(data) -> TiledFields:
     def bad(field: str, why: str):
         return BadTensorMapBytes(field, why + fill)
 
-    if w[9] not in SWIZZLE_REPEAT.values():
+    if derived and w[9] not in SWIZZLE_REPEAT.values():
         hint = ("; the driver writes words 8 and 9 last: a refused call leaves them 0, and in the words before "
                 "them the fields it checked before the failing rule") if w[9] == 0 and not fill else ""
         raise bad("word 9 (the swizzle's repeat)", f"{w[9]:#x}: 16, 256, 512 or 1024 in every map{hint}")
@@ -478,9 +483,9 @@ def decode(data) -> TiledFields:
     v = _run(f)[1]
     if v is not None:
         raise bad(v[0], f"the driver refuses these fields ({v[1]})")
-    if w[8] != box_bytes(f):
+    if derived and w[8] != box_bytes(f):
         raise bad("word 8 (the bytes of one box)", f"{w[8]}, but the fields give {box_bytes(f)}")
-    if w[9] != SWIZZLE_REPEAT[sw]:
+    if derived and w[9] != SWIZZLE_REPEAT[sw]:
         raise bad("word 9 (the swizzle's repeat)", f"{w[9]}, but swizzle {SWIZZLE_NAMES[sw]} gives "
                                                    f"{SWIZZLE_REPEAT[sw]}")
     for k in range(10, 16):

@@ -52,6 +52,18 @@ class GlobalMemory:
         self._arrays_cache = None
         return addr
 
+    def free(self, addr: int) -> None:
+        """Release the allocation that starts at ``addr`` (cudaFree): its bytes go, and any later access to
+        its addresses faults as an access outside every allocation. Addresses are never reused."""
+        i = self._find(addr)
+        if i is None or self._starts[i] != addr or self._names[i].startswith("freed: "):
+            raise bad_argument("addr", hex(addr), "not the start of a live device allocation")
+        self._ends[i] = self._starts[i]
+        self._bufs[i] = np.zeros(16, np.uint8)
+        self._names[i] = f"freed: {self._names[i] or 'unnamed'}"
+        self._unwritten.pop(i, None)
+        self._arrays_cache = None
+
     def buffer(self, addr: int) -> np.ndarray:
         """The whole byte buffer of the allocation that starts at ``addr``."""
         i = self._find(addr)

@@ -6,6 +6,7 @@ Constant bank 0 on sm_90, as the kernels read it (offsets in bytes)::
     0x000 ntid.x   0x004 ntid.y   0x008 ntid.z   0x00c nctaid.x   0x010 nctaid.y   0x014 nctaid.z
     0x020 the local window's generic base (64-bit): generic address = base + local offset
     0x028 the local stack pointer's start (the top of each thread's local memory)
+    0x02c the launch's dynamic shared memory in bytes (%dynamic_smem_size)
     0x198 the generic address of the parameters (64-bit): ``&param`` of a __grid_constant__ parameter is
           c[0x0][0x198] + (its offset in the bank - 0x210); here the parameter window + 0x210
     0x208 the 64-bit global memory descriptor (desc[URx] of LDG/STG; it carries cache policy only)
@@ -49,6 +50,7 @@ PARAM_WINDOW = 0x7FFD_0000_0000  # generic base of constant bank 0 as the parame
 WINDOW_SIZE = 1 << 32
 DRIVER_WORDS = {0x00: "ntid.x", 0x04: "ntid.y", 0x08: "ntid.z", 0x0C: "nctaid.x", 0x10: "nctaid.y",
                 0x14: "nctaid.z", 0x20: "local window (low)", 0x24: "local window (high)", 0x28: "local stack pointer",
+                0x2C: "dynamic shared memory bytes",
                 0x198: "parameter window (low)", 0x19C: "parameter window (high)",
                 0x208: "global memory descriptor (low)",
                 0x20C: "global memory descriptor (high)"}
@@ -99,6 +101,7 @@ class Launch:
         c0[:0x18] = words.tobytes()
         c0[0x20:0x28] = np.uint64(LOCAL_WINDOW).tobytes()
         c0[0x28:0x2C] = np.uint32(self.local_size).tobytes()
+        c0[0x2C:0x30] = np.uint32(dynamic_shared).tobytes()  # %dynamic_smem_size (form_probes: smem_sizes)
         c0[0x198:0x1A0] = np.uint64(PARAM_WINDOW + k.param_base).tobytes()
         c0[k.param_base:k.param_base + len(params)] = params
         self.banks = dict(banks)

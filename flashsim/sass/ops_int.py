@@ -1,5 +1,5 @@
 """Integer and logic SASS semantics: IADD3, IMAD (every form), LEA, LOP3, PLOP3, SHF, PRMT, ISETP, SEL,
-IABS, VIADD, VIMNMX, VIADDMNMX, IMNMX, POPC, FLO, BREV, MOV, the uniform U* forms of each, S2R/S2UR/CS2R,
+IABS, VIADD, VIMNMX, VIADDMNMX, IMNMX, POPC, FLO, BREV, SGXT, BMSK, MOV, the uniform U* forms of each, S2R/S2UR/CS2R,
 R2UR, P2R/R2P. Bit conventions follow the PTX ISA's integer instructions (add.cc/addc, mad.lo/hi/wide, shf,
 prmt, lop3, setp); carries travel in predicates as ptxas emits them. Each form is exercised by a probe
 of gpu/kernels/sass_probes.cu (tests/test_sass_probes.py; on the GPU with pytest --gpu).
@@ -51,6 +51,8 @@ def iadd3(ctx: Ctx):
     # A '-' operand enters the adder as ~x with a carry-in of 1 (two's complement), so a subtraction's
     # carry out is "no borrow", as add.cc/sub.cc define it. Stage 1 adds a and b (carry out c0), stage
     # 2 adds c to that (carry out c1); the .X form adds its two carry-in predicates to stage 2.
+    if "64" in ctx.mods:
+        return _iadd3_64(ctx)
     x = "X" in ctx.mods
     d, preds, i = _split_dsts(ctx, 2)
     srcs = [ctx.ops[j] for j in range(i, i + 3)]
@@ -84,6 +86,34 @@ def iadd3(ctx: Ctx):
             else:
                 wp[0](m, c0 != 0, ex)
                 wp[1](m, c1 != 0, ex)
+    return run
+
+
+def _iadd3_64(ctx: Ctx):
+    # [U]IADD3.64 d, a, b, c: d:d+1 = a:a+1 + b:b+1 + c:c+1 modulo 2^64 (ptxas 12.8's add.s64 / sub.s64 of
+    # uniform values); a '-' register pair enters negated (two's complement in 64 bits); an immediate is the
+    # 32-bit field sign-extended to 64 bits; no carry predicates.
+    ops = ctx.ops
+    ctx.need(len(ops) == 4 and all(o.kind in ("r", "ur", "imm") for o in ops[1:]) and ops[0].kind in ("r", "ur")
+             and not any(o.invert or o.absolute for o in ops[1:]), f"{ctx.ins.opcode}.64 with these operands")
+    readers = []
+    for j in (1, 2, 3):
+        op = ops[j]
+        if op.kind == "imm":
+            v = int(op.value)
+            v = -v if op.neg and v > 0 else v  # the text's '-0x2' (parsed as a negative value or a '-' flag)
+            v = v - (1 << 32) if 0x80000000 <= v < (1 << 32) else v
+            readers.append(lambda m, v=np.uint64(v & 0xFFFFFFFFFFFFFFFF): v)
+        elif op.neg:
+            pair = ctx.u64(j)
+            readers.append(lambda m, pair=pair: np.uint64(0) - np.asarray(pair(m), np.uint64))
+        else:
+            readers.append(ctx.u64(j))
+    wd = ctx.dst64(0)
+    ra, rb, rc = readers
+
+    def run(m, ex):
+        wd(m, np.asarray(ra(m), np.uint64) + np.asarray(rb(m), np.uint64) + np.asarray(rc(m), np.uint64), ex)
     return run
 
 
@@ -496,6 +526,51 @@ def brev(ctx: Ctx):
         for i in range(32):
             out |= ((a >> np.uint32(i)) & np.uint32(1)) << np.uint32(31 - i)
         wd(m, out, ex)
+    return run
+
+
+@semantic("SGXT", "USGXT", family="int")
+def sgxt(ctx: Ctx):
+    # SGXT[.W][.U32] d, a, b: the low N bits of a, sign-extended (zero-extended with .U32) to 32 bits (PTX
+    # szext.{clamp,wrap}.{s32,u32}; ptxas also builds bfe from it). N = b & 31 with .W (wrap); without it a
+    # b of 32 or more leaves a unchanged (clamp). N = 0 gives 0.
+    wrap, unsigned = "W" in ctx.mods, "U32" in ctx.mods
+    ra, rb = ctx.u32(1), ctx.u32(2)
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        a = np.asarray(ra(m), np.uint32).astype(np.uint64)
+        b = np.asarray(rb(m), np.uint32).astype(np.uint64)
+        n = b & np.uint64(31)
+        big = np.zeros(b.shape, bool) if wrap else b >= np.uint64(32)
+        hi = np.where(big, np.uint64(0), (M32 << n) & M32)  # the bits above the field
+        sign = np.zeros(a.shape, bool) if unsigned else \
+            (n != 0) & ~big & (((a >> ((n - np.uint64(1)) & np.uint64(31))) & np.uint64(1)) != 0)
+        d = (a & ~hi & M32) | np.where(sign, hi, np.uint64(0))
+        wd(m, d.astype(np.uint32), ex)
+    return run
+
+
+@semantic("BMSK", "UBMSK", family="int")
+def bmsk(ctx: Ctx):
+    # BMSK[.W] d, a, b: b ones starting at bit a (PTX bmsk.{clamp,wrap}.b32). Both positions are taken mod 32;
+    # without .W (clamp) a >= 32 gives 0 and b >= 32 gives the bits from a up; a + b >= 32 also runs to bit 31.
+    wrap = "W" in ctx.mods
+    ra, rb = ctx.u32(1), ctx.u32(2)
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        a = np.asarray(ra(m), np.uint32).astype(np.uint64)
+        b = np.asarray(rb(m), np.uint32).astype(np.uint64)
+        a1, b1 = a & np.uint64(31), b & np.uint64(31)
+        total = a1 + b1
+        mask0 = (M32 << a1) & M32
+        over = total >= np.uint64(32)
+        if not wrap:
+            mask0 = np.where(a >= np.uint64(32), np.uint64(0), mask0)
+            over = over | (a >= np.uint64(32)) | (b >= np.uint64(32))
+        mask1 = np.where(over, np.uint64(0), np.where(b1 == 0, M32, (M32 << np.minimum(total, np.uint64(31))) & M32))
+        wd(m, (mask0 & ~mask1 & M32).astype(np.uint32), ex)
     return run
 
 

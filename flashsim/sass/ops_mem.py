@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from flashsim.numerics import fp32
-from flashsim.sass.isa import RZ, URZ
+from flashsim.sass.isa import RZ, URZ, Operand
 from flashsim.sass.launch import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from flashsim.sass.machine import fault, lanes_of
 from flashsim.sass.program import Ctx, semantic
@@ -411,11 +411,16 @@ def ldgdepbar(ctx: Ctx):
 def depbar(ctx: Ctx):
     # DEPBAR.LE SB0, n: wait until at most n LDGSTS groups are pending (cp.async.wait_group n). Other
     # scoreboards track in-flight register results, which this in-order model completes at once.
+    # DEPBAR {s,...} (ptxas puts DEPBAR {5,4,3,2,1,0} before a tensor-map fence): wait until every scoreboard
+    # of the set is clear, so with SB0 in it every LDGSTS group has landed, as DEPBAR.LE SB0, 0x0.
     ops = ctx.ops
-    ctx.need(not ops or ops[0].kind != "sblist", f"{ctx.ins.text} (a wait on a set of scoreboards, as before "
-                                                 "fence.proxy.tensormap: not yet compared with the H100)")
+    ctx.need(ctx.ins.mods in ((), ("LE",)), f"{ctx.ins.name}")
+    if ops and ops[0].kind == "sblist":
+        ctx.need(len(ops) == 1 and ctx.ins.mods == (), f"{ctx.ins.text}")
+        ops = [Operand("sb", index=0), Operand("imm", value=0)] if ops[0].value & 1 else []
     if ops and ops[0].kind == "sb" and ops[0].index == 0:
-        ctx.need("LE" in ctx.mods and len(ops) >= 2 and ops[1].kind == "imm", f"{ctx.ins.text}")
+        ctx.need(len(ops) >= 2 and ops[1].kind == "imm" and ("LE" in ctx.mods or ctx.ops[0].kind == "sblist"),
+                 f"{ctx.ins.text}")
         n = ops[1].value
 
         def run(m, ex):

@@ -120,7 +120,7 @@ def read_tensor_map(m, ins, mask, addr: int) -> bytes:
 def _tensor_map(m, ins, mask, addr: int, rank: int) -> T.TensorMap:
     raw = read_tensor_map(m, ins, mask, addr)
     try:
-        tm = T.TensorMap.from_bytes(raw)
+        tm = T.TensorMap.from_bytes(raw, derived=False)
     except NotImplementedError as exc:
         raise NotImplementedError(f"{exc}: {ins.where()}") from None
     if tm.rank != rank:
@@ -310,8 +310,9 @@ def utmapf(ctx: Ctx):
 @semantic("UTMACCTL", family="sync")
 def utmacctl(ctx: Ctx):
     # UTMACCTL.PF [URm] (prefetch.tensormap): a hint, nothing to do (H100: traces/tma run 3, 36 replayed cases).
-    # UTMACCTL.IV (fence.proxy.tensormap::generic.acquire, after a kernel rewrote a map) is not probed yet
-    ctx.need(ctx.ins.mods == ("PF",) and len(ctx.ops) == 1,
-             f"{ctx.ins.text} (UTMACCTL.IV: fence.proxy.tensormap, not yet compared with the H100)")
+    # UTMACCTL.IV [URm] (fence.proxy.tensormap::generic.acquire, after the kernel wrote the map with generic
+    # stores): drops the copy engine's cached map. Every TMA instruction here reads the map's 128 bytes from
+    # memory when it executes, so no stale copy exists to drop.
+    ctx.need(ctx.ins.mods in (("PF",), ("IV",)) and len(ctx.ops) == 1, f"{ctx.ins.text}")
     _ureg(ctx, 0, "the tensor map's address")
     return lambda m, ex: None

@@ -52,8 +52,7 @@ def vote(ctx: Ctx):
         ctx.need(q.kind == "up", f"vote operand {q.text}")
         rq = lambda m: np.broadcast_to(m.UP[q.index][..., None] != q.invert, m.st.shape)  # noqa: E731
 
-    def run(m, ex):
-        lanes = (m.st == 0) if ex is None else (np.asarray(ex)[..., None] & (m.st == 0) if uniform else ex)
+    def vote_of(m, lanes):
         v = np.broadcast_to(rq(m), lanes.shape) & lanes
         ballot = lane_bits(v)
         if kind == "ANY":
@@ -71,7 +70,15 @@ def vote(ctx: Ctx):
             if wd is not None:
                 wd(m, np.broadcast_to(ballot[..., None], lanes.shape), wex)
             wp(m, np.broadcast_to(pv[..., None], lanes.shape), wex)
-    return run
+
+    if uniform:
+        # VOTEU votes over the lanes executing it (its uniform guard true): not over every runnable lane of
+        # the warp, which in divergent code includes lanes waiting at another PC
+        def run_u(m, warps, lanes, act):
+            vote_of(m, np.asarray(lanes, bool) & np.asarray(warps, bool)[..., None])
+        run_u.lanes = True
+        return run_u
+    return lambda m, ex: vote_of(m, lanes_of(m, ex))
 
 
 _HMMA_SHAPE = {"16816": ("m16n8k16", 16, 4, 2), "1688": ("m16n8k8", 8, 2, 1)}

@@ -228,10 +228,11 @@ class TensorMap(cutensormap.TiledFields):
 
     # ------------------------------------------------------------------------------------ the opaque bytes
     @classmethod
-    def from_bytes(cls, data: bytes) -> "TensorMap":
+    def from_bytes(cls, data: bytes, *, derived: bool = True) -> "TensorMap":
         """The map whose CUtensorMap bytes are ``data`` (128 bytes; :func:`flashsim.sass.cutensormap.decode`:
-        bytes no accepted call writes raise BadTensorMapBytes naming the field)."""
-        f = cutensormap.decode(data)
+        bytes no accepted call writes raise BadTensorMapBytes naming the field; ``derived=False``: as the copy
+        engine reads them, words 8 and 9 unchecked)."""
+        f = cutensormap.decode(data, derived=derived)
         return cls(**{k.name: getattr(f, k.name) for k in dataclasses.fields(f)})
 
     def to_bytes(self) -> bytes:

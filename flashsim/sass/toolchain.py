@@ -26,8 +26,8 @@ from typing import Sequence
 from flashsim.errors import FlashsimError, bad_argument
 
 __all__ = ["CUPY_OPTIONS", "CompileError", "CudaBuild", "PtxLinkError", "ToolchainError",
-           "compile_cuda", "compile_cuda_ptx", "disassemble", "link_ptx", "nvdisasm_path", "nvjitlink_version",
-           "nvrtc_version", "versions"]
+           "assemble_ptx", "compile_cuda", "compile_cuda_ptx", "cuobjdump_path", "disassemble", "link_ptx",
+           "nvdisasm_path", "nvjitlink_version", "nvrtc_version", "ptxas_path", "ptxas_version", "versions"]
 
 #: Options cupy appends to the user's for every NVRTC compilation of a RawModule/RawKernel on an sm_90
 #: device (cupy/cuda/compiler.py: ``_compile_with_cache_cuda`` appends ``-ftz=true``, then
@@ -56,7 +56,8 @@ def _nvidia_file(rel: str) -> Path | None:
     environment variables FLASHSIM_NVRTC, FLASHSIM_NVDISASM and FLASHSIM_NVJITLINK name the libraries and the
     program directly)."""
     env = {"lib/libnvrtc.so.13": "FLASHSIM_NVRTC", "bin/nvdisasm": "FLASHSIM_NVDISASM",
-           "lib/libnvJitLink.so.13": "FLASHSIM_NVJITLINK"}.get(rel)
+           "lib/libnvJitLink.so.13": "FLASHSIM_NVJITLINK", "bin/ptxas": "FLASHSIM_PTXAS",
+           "bin/cuobjdump": "FLASHSIM_CUOBJDUMP"}.get(rel)
     if env and os.environ.get(env):
         p = Path(os.environ[env])
         if not p.is_file():
@@ -114,6 +115,8 @@ def versions() -> dict[str, str]:
         "nvidia-cuda-nvrtc": _dist_version("nvidia-cuda-nvrtc"),
         "nvidia-cuda-nvdisasm": _dist_version("nvidia-cuda-nvdisasm"),
         "nvidia-cuda-runtime": _dist_version("nvidia-cuda-runtime"),
+        "nvidia-cuda-nvcc": _dist_version("nvidia-cuda-nvcc"),
+        "nvidia-cuda-cuobjdump": _dist_version("nvidia-cuda-cuobjdump"),
         "pyelftools": _dist_version("pyelftools"),
     }
 
@@ -379,11 +382,17 @@ def compile_cuda_ptx(source: str, *, name: str = "kernel.cu", options: Sequence[
     """The PTX of exactly the compilation :func:`compile_cuda` makes of ``source`` (same options, so the
     same front end and optimiser run; ``-lineinfo`` adds ``.loc`` directives and the ``.file`` table).
 
-    Returns (PTX text, NVRTC log, {name expression: lowered name}); not cached."""
-    opts, _ = _nvrtc_options(source, options, lineinfo)
+    Returns (PTX text, NVRTC log, {name expression: lowered name}), cached as cubins are (:func:`cache_dir`)."""
+    opts, lines = _nvrtc_options(source, options, lineinfo)
+    # the key leaves out the headers' folder (machine-specific), as compile_cuda's does
+    key = _cache_key(source, name, ["PTX", *options, *_cupy_options("sm_90"), *lines], tuple(name_expressions))
+    hit = _cache_read(key)
+    if hit is not None:
+        return hit[0].decode(), hit[1], hit[2]
     ptx, log, lowered = _nvrtc_run(source, name, opts, name_expressions, "PTX")
-    ptx = ptx.rstrip(b"\0").decode()
-    return ptx, log, lowered
+    ptx = ptx.rstrip(b"\0")
+    _cache_write(key, ptx, log, lowered)
+    return ptx.decode(), log, lowered
 
 
 #: nvJitLink from the same CUDA release as the NVRTC pin (its ptxas is the one inside that NVRTC).
@@ -479,3 +488,74 @@ def link_ptx(ptx: str, *, name: str = "module.ptx", arch: str = "sm_90", lineinf
             return buf.raw[: n.value]
         finally:
             jl.Destroy(ctypes.byref(handle))
+
+
+# --------------------------------------------------------------------------------------------------
+# PTX assembled the way the driver JIT-compiles it (cuModuleLoadData of PTX): whole-program ptxas of the CUDA
+# release the driver belongs to (13.0 on the H100 machine), from the nvidia-cuda-nvcc wheel.
+# --------------------------------------------------------------------------------------------------
+
+#: The ptxas the project assembles PTX with: CUDA 13.0's, the release of the H100 machine's driver (580.159).
+PTXAS_PIN = "nvidia-cuda-nvcc==13.0.88"
+
+
+def ptxas_path() -> str:
+    """The ptxas of the ``nvidia-cuda-nvcc`` wheel (``FLASHSIM_PTXAS`` names another)."""
+    cand = _nvidia_file("bin/ptxas")
+    if cand is None:
+        raise ToolchainError(f"ptxas is not installed: pip install {PTXAS_PIN} (or set FLASHSIM_PTXAS)")
+    return str(cand)
+
+
+def cuobjdump_path() -> str:
+    """The cuobjdump of the ``nvidia-cuda-cuobjdump`` wheel (``FLASHSIM_CUOBJDUMP`` names another), else PATH's."""
+    cand = _nvidia_file("bin/cuobjdump")
+    if cand is not None:
+        return str(cand)
+    found = shutil.which("cuobjdump")
+    if found is None:
+        raise ToolchainError("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
+    return found
+
+
+@functools.lru_cache(maxsize=8)
+def ptxas_version(path: str | None = None) -> str:
+    """'release X.Y, VX.Y.Z' of a ptxas (default :func:`ptxas_path`)."""
+    proc = subprocess.run([path or ptxas_path(), "--version"], capture_output=True, text=True, timeout=60)
+    m = re.search(r"release [\d.]+, V[\d.]+", proc.stdout)
+    return m.group(0) if m else proc.stdout.strip().splitlines()[-1]
+
+
+_PTX_VERSION_RE = re.compile(rb"^\s*\.version\s+(\d+)\.(\d+)", re.M)
+_PTX_TARGET_RE = re.compile(rb"^\s*\.target\s+([\w, ]+)", re.M)
+
+
+def ptx_header(ptx: bytes | str) -> tuple[tuple[int, int] | None, str | None]:
+    """(the ``.version``, the ``.target``) of a PTX text, None where absent."""
+    data = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
+    v = _PTX_VERSION_RE.search(data)
+    t = _PTX_TARGET_RE.search(data)
+    return ((int(v.group(1)), int(v.group(2))) if v else None, t.group(1).decode().strip() if t else None)
+
+
+def assemble_ptx(ptx: str | bytes, *, name: str = "module.ptx", arch: str = "sm_90", lineinfo: bool = True,
+                 options: Sequence[str] = (), ptxas: str | None = None) -> bytes:
+    """``ptx`` assembled for ``arch`` by whole-program ptxas (default :func:`ptxas_path`, CUDA 13.0: what the
+    driver's JIT does with the PTX of a module it loads). A PTX error raises CompileError with ptxas's log."""
+    if isinstance(ptx, str):
+        ptx = ptx.encode()
+    if not isinstance(ptx, (bytes, bytearray)):
+        raise bad_argument("ptx", type(ptx).__name__, "expected the PTX text")
+    if arch not in ("sm_90", "sm_90a"):
+        raise bad_argument("arch", arch, "flashsim interprets sm_90 SASS: expected 'sm_90' or 'sm_90a'")
+    exe = ptxas or ptxas_path()
+    with tempfile.TemporaryDirectory(prefix="flashsim-ptxas-") as tmp:
+        src, out = os.path.join(tmp, "module.ptx"), os.path.join(tmp, "module.cubin")
+        with open(src, "wb") as fh:
+            fh.write(bytes(ptx).rstrip(b"\0"))
+        cmd = [exe, f"-arch={arch}", *(["-lineinfo"] if lineinfo else []), *options, src, "-o", out]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise CompileError(name, (proc.stderr or proc.stdout).replace(src, name))
+        with open(out, "rb") as fh:
+            return fh.read()

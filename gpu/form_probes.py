@@ -1,8 +1,7 @@
 """Probes of the SASS forms other compilers emit: gpu/kernels/probe_forms.cu built by NVRTC 13.0 and by
 Triton's ptxas 12.8 (NVRTC's PTX, its ``.version`` lowered to what 12.8 reads), run on the GPU and in the
-interpreter from the same cubin bytes, every output bit compared; plus the tensor-map words the copy engine
-reads (``tma_words``: maps whose driver-derived words 8 and 9 are zeroed or changed, as a map that a kernel
-builds with ``tensormap.replace`` holds them, loaded through probe_tma.cu's kernels).
+interpreter from the same cubin bytes, every output bit compared; the same PTX also JIT-compiled by the
+driver (its outputs, and cuLink's SASS, against ptxas 13.0's); and what %dynamic_smem_size reads.
 
 The probe table, inputs and comparison are gpu/sass_probes.py's (:class:`Probe`, :func:`make_case`,
 :func:`compare`); the references here are the PTX ISA's pseudo-code of each instruction.
@@ -14,7 +13,6 @@ tests/test_form_probes.py replays them.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import hashlib
 import json
@@ -142,6 +140,14 @@ def _r_depbar(c):
     return [out.ravel(), None]
 
 
+def _r_i2f_sub(c):
+    x = c.inputs[0].astype(np.int64)
+    s8 = np.where((x & 0xFF) >= 128, (x & 0xFF) - 256, x & 0xFF)
+    s16 = np.where((x & 0xFFFF) >= 32768, (x & 0xFFFF) - 65536, x & 0xFFFF)
+    f = lambda v: np.asarray(v, np.float64).astype(np.float32).view(np.uint32)  # noqa: E731 - exact in f32
+    return [sp._cols(f(s8), f(x & 0xFF), f(s16), f(x & 0xFFFF))]
+
+
 PROBES: tuple[Probe, ...] = (
     Probe("probe_szext", ("SGXT", "SGXT.W", "SGXT.U32", "SGXT.W.U32"), (I(), I("u32", "shift"), O(per=10)), _r_szext),
     Probe("probe_bmsk", ("BMSK", "BMSK.W"), (I(), I("u32", "shift"), O(per=4)), _r_bmsk),
@@ -149,8 +155,10 @@ PROBES: tuple[Probe, ...] = (
           (I("u32", "f32"), I("u32", "f32"), I("u32", "f32"), O(per=6)), _r_f32_noftz),
     Probe("probe_vote_partial", ("VOTE.ALL", "VOTE.ANY"), (O(per=4), P(), P()), _r_vote_partial, uniform=True,
           grid=40, block=64),
+    Probe("probe_i2f_sub", ("I2F.S8", "I2F.U8", "I2F.S16", "I2F.U16"), (I(), O(per=4)), _r_i2f_sub),
     Probe("probe_depbar_set", ("DEPBAR|^\\{", "UTMACCTL.IV", "LDGSTS.E", "LDGSTS.E.BYPASS.128"),
-          (I(per=5), I(scope="fixed", per=32, draw="zeros"), O(per=5)), _r_depbar, block=128, n=1024),
+          (I(per=640, scope="block"), I(scope="fixed", per=32, draw="zeros"), O(per=5)), _r_depbar, block=128,
+          n=1024),
 )
 
 
@@ -267,86 +275,6 @@ def run_gpu(case, which: str, cubin: bytes | None = None) -> list[np.ndarray]:
     return [cupy.asnumpy(d) for d in d_out]
 
 
-# ------------------------------------------------------------------------------------------------ tma words
-#: what the derived words become in the tma_words check: (word, value or None to keep, label)
-WORD_EDITS = (((8, 0), (9, 0), "words 8 and 9 zeroed (as tensormap.replace leaves them)"),
-              ((8, 0), None, "word 8 zeroed"),
-              ((9, 0), None, "word 9 zeroed"),
-              ((8, 16), (9, 16), "word 8 = 16, word 9 = 16"))
-
-
-class _EditedDriver:
-    """A tensor-map encoder whose maps have the derived words replaced after the driver wrote them."""
-
-    def __init__(self, drv, edits):
-        self.drv, self.edits = drv, [e for e in edits if e is not None]
-        self.has_im2col = False
-
-    def encode_tiled(self, c):
-        rc, tm = self.drv.encode_tiled(c)
-        if rc != 0:
-            return rc, tm
-        words = np.frombuffer(tm, np.uint64).copy()
-        for w, v in self.edits:
-            words[w] = v
-        return rc, words.tobytes()
-
-    def error_name(self, rc):
-        return self.drv.error_name(rc)
-
-
-def _outcome(launcher, drv, seed, c):
-    """A case's record, or the name of the error the interpreter stopped it with (a deadlock where the GPU's
-    wait times out)."""
-    from flashsim.sass.machine import BarrierDeadlock
-
-    try:
-        return vt_run(launcher, drv, seed, c)
-    except BarrierDeadlock:
-        return "BarrierDeadlock"
-
-
-def vt_run(launcher, drv, seed, c):
-    from flashsim.gpu import validate_tma as vt
-
-    return vt._run_case(launcher, drv, seed, c)
-
-
-def tma_words(seed: int, n: int = 24, gpu: bool = True) -> dict:
-    """Loads and stores of ``n`` random valid TMA cases (probe_tma.cu, the map read from global memory) with
-    each edit of :data:`WORD_EDITS`, against the same cases with the driver's own map: per edit, how many
-    cases moved the same bytes and completed the same transaction count."""
-    from flashsim.gpu import validate_tma as vt
-
-    b = vt.build()
-    if gpu:
-        drv = vt.Driver()
-        launcher = vt.Launcher(b, drv)
-    else:
-        drv, launcher = vt.InterpDriver(), vt.InterpLauncher(b)
-    cases = [dataclasses.replace(c, flags=c.flags | vt.F_GLOBAL_MAP) for c in vt.make_cases(seed, n=n)
-             if c.op == "store"][:n]
-    out: dict[str, Any] = {"cases": len(cases), "edits": {}}
-    for (e1, e2, label) in WORD_EDITS:
-        same = 0
-        diffs = []
-        for c in cases:
-            ref, got = _outcome(launcher, drv, seed, c), _outcome(launcher, _EditedDriver(drv, (e1, e2)), seed, c)
-            if isinstance(ref, str) or isinstance(got, str):  # the interpreter: a wait that never completes
-                ok = ref == got
-            else:
-                keys = ("load_dump", "store_out")
-                ok = all(np.array_equal(np.asarray(ref.get(k)), np.asarray(got.get(k))) for k in keys if k in ref)
-                li_r, li_g = ref.get("load_info"), got.get("load_info")
-                if li_r is not None:
-                    ok &= bool(np.array_equal(li_r[:, :2], li_g[:, :2]))  # completed, and the mbarrier word
-            same += int(ok)
-            if not ok and len(diffs) < 4:
-                diffs.append(f"case {c.index}: {vt._case_fields(c)}")
-        out["edits"][label] = {"same": same, "differ": len(cases) - same, "examples": diffs}
-    return out
-
-
 # ------------------------------------------------------------------------------------------------ cuLink
 def culink_text_check() -> dict:
     """The driver's JIT output for the probe PTX (cuLinkCreate / cuLinkAddData / cuLinkComplete) against
@@ -421,7 +349,7 @@ def _key(which: str, pr: Probe, k: int, what: str) -> str:
     return f"{which}/{pr.name}/{k}/{what}"
 
 
-def record(out_dir: Path, *, cases: int = 4, seed: int = 0, tma_cases: int = 24) -> dict:
+def record(out_dir: Path, *, cases: int = 4, seed: int = 0) -> dict:
     from flashsim.gpu import runtime
     from flashsim.sass.toolchain import ptxas_version, versions
 
@@ -429,7 +357,7 @@ def record(out_dir: Path, *, cases: int = 4, seed: int = 0, tma_cases: int = 24)
     arrays: dict[str, np.ndarray] = {}
     report: dict[str, Any] = {"device": runtime.device_info(), "toolchain": versions(),
                               "ptxas128": ptxas_version(triton_ptxas()), "ptxas130": ptxas_version(),
-                              "builds": {}, "tma_words": None, "culink": culink_text_check()}
+                              "builds": {}, "culink": culink_text_check()}
     for which in BUILDS:
         mod = build(which)
         arrays[f"{which}/__cubin__"] = np.frombuffer(mod.cubin, np.uint8)
@@ -470,7 +398,6 @@ def record(out_dir: Path, *, cases: int = 4, seed: int = 0, tma_cases: int = 24)
             rep["probes"][pr.name] = entry
         report["builds"][which] = rep
     report["smem_sizes"] = {w: {"launched": list(SMEM_SIZES), "read": smem_sizes(w, gpu=True)} for w in BUILDS}
-    report["tma_words"] = tma_words(seed, tma_cases, gpu=True)
     np.savez_compressed(out_dir / "form_probes.npz", **arrays)
     (out_dir / "form_probes.json").write_text(json.dumps(report, indent=1) + "\n")
     return report
@@ -503,9 +430,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--cases", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--tma-cases", type=int, default=24)
     a = ap.parse_args(argv)
-    rep = record(a.out, cases=a.cases, seed=a.seed, tma_cases=a.tma_cases)
+    rep = record(a.out, cases=a.cases, seed=a.seed)
     bad = 0
     for which, r in rep["builds"].items():
         for name, e in r["probes"].items():
@@ -517,8 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print("    " + m[:300])
     for w, e in rep["smem_sizes"].items():
         print(f"smem_size {w}: launched {e['launched']} read {e['read']}")
-    for label, e in rep["tma_words"]["edits"].items():
-        print(f"tma_words {label}: {e['same']} same, {e['differ']} differ")
+    print(f"cuLink (the driver's JIT) against ptxas 13.0: {rep['culink']}")
     return 0 if not bad else 1
 
 

@@ -172,13 +172,10 @@ def replay_case(c: NCase, rec: dict) -> list[str]:
 
 
 def load_record(path: str | Path | None = None) -> dict[str, dict]:
-    path = Path(path) if path is not None else TRACE / "numba_suite.npz"
-    data = np.load(path)
-    out: dict[str, dict] = {}
-    for key in data.files:
-        name, _, rest = key.partition("::")
-        out.setdefault(name, {})[rest] = data[key]
-    return out
+    """{case name: {key: array}} of a recorded ``numba_suite.npz``."""
+    from flashsim.gpu.records import by_case
+
+    return by_case(Path(path) if path is not None else TRACE / "numba_suite.npz")
 
 
 def write_build(out_dir: Path, seed: int) -> Path:

@@ -20,6 +20,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 import flashsim
 from flashsim.sass.evidence import DATA
 
@@ -92,12 +94,102 @@ def build(traces: Path, workers: int = 2) -> dict:
     return {"provenance": prov, "forms": forms}
 
 
+#: the other compilers' records (traces/triton: the Triton suite and the form probes; traces/numba)
+COMPILER_TRACES = Path(__file__).resolve().parents[1] / "traces"
+
+
+def compilers(traces: Path = COMPILER_TRACES) -> dict[str, dict]:
+    """Evidence from the other compilers' H100 records: {form: {"kernels": {"triton:<case>": 1, ...},
+    "problems": n, "probe_cases": lanes}}. The recorded Triton and numba calls are re-run in the interpreter
+    with execution counts (only those whose every output byte equals the GPU's are credited); the form
+    probes' report already names the forms each probe executed."""
+    from flashsim.gpu import form_probes, numba_suite, triton_suite
+
+    forms: dict[str, dict] = {}
+
+    def credit(form: str, kernel: str | None = None, lanes: int = 0):
+        r = forms.setdefault(form, {"kernels": {}, "problems": 0, "probe_cases": 0})
+        if kernel is not None:
+            r["kernels"][kernel] = r["kernels"].get(kernel, 0) + 1
+            r["problems"] += 1
+        r["probe_cases"] += lanes
+
+    def executed(mod):
+        return {n: dict(mod.get_function(n)._prog().executed_forms()) for n in mod.kernels}
+
+    rec = triton_suite.load_record(traces / "triton" / "triton_suite.npz")
+    for c in triton_suite.CASES:
+        if c.name not in rec:
+            continue
+        try:
+            ins = triton_suite.recorded_inputs(c, rec[c.name])
+            outs, r = triton_suite.run_sim(c, ins)
+        except NotImplementedError:
+            continue  # refused (not modelled): nothing to credit
+        if all(np.array_equal(triton_suite.bits(outs[k]), triton_suite.bits(rec[c.name][f"out/{k}"]))
+               for k in c.outputs):
+            for form in executed(r.module).get(r.compiled.metadata.name, {}):
+                credit(form, f"triton:{c.name}")
+    nrec = numba_suite.load_record(traces / "numba" / "numba_suite.npz")
+    for c in numba_suite.CASES:
+        if c.name in nrec and not numba_suite.replay_case(c, nrec[c.name]):  # bit-identical to the GPU
+            for form in _forms_run(c, nrec[c.name]):
+                credit(form, f"numba:{c.name}")
+    fp = traces / "triton" / "form_probes.json"
+    if fp.exists():
+        rep = json.loads(fp.read_text())
+        for which, b in rep["builds"].items():
+            for name, e in b["probes"].items():
+                if e["equal"] and not e["forms_missing"]:
+                    for form, lanes in e.get("executed", {}).items():
+                        credit(form, lanes=int(lanes))
+    return forms
+
+
+def _forms_run(c, rec) -> set[str]:
+    import flashsim.cuda as fc
+    from flashsim.gpu import numba_suite
+
+    mod = fc.RawModule(cubin=bytes(rec["cubin"]))
+    fn = mod.get_function(mod.kernels[0])
+    arrays = {k: rec[f"in/{k}"] for k in c.arrays}
+    args = [arrays[a[1]].copy() if isinstance(a, tuple) else a for a in c.args]
+    dev = {i: fc.asarray(a) for i, a in enumerate(args) if isinstance(a, np.ndarray)}
+    fn(c.grid, c.block, tuple(numba_suite._flat(c, args, lambda i: dev[i].data.ptr)), shared_mem=c.shared)
+    return set(fn._prog().executed_forms())
+
+
+def merge(data: dict, extra: dict) -> dict:
+    """``data`` with the compilers' evidence added (replacing what an earlier merge added)."""
+    forms = data["forms"]
+    for rec in forms.values():
+        for k in [k for k in rec["kernels"] if k.startswith(("triton:", "numba:"))]:
+            rec["problems"] -= rec["kernels"].pop(k)
+        rec["probe_cases"] -= rec.pop("form_probe_lanes", 0)
+    for form, e in extra.items():
+        r = forms.setdefault(form, {"kernels": {}, "problems": 0, "probe_cases": 0})
+        for k, n in e["kernels"].items():
+            r["kernels"][k] = r["kernels"].get(k, 0) + n
+            r["problems"] += n
+        r["probe_cases"] += e["probe_cases"]
+        r["form_probe_lanes"] = e["probe_cases"]
+    data.setdefault("provenance", {})["compilers"] = "traces/triton, traces/numba (H200, 2026-12-02)"
+    return data
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--traces", type=Path, default=DEFAULT_TRACES, help="the folder of the reports (traces/sass)")
     p.add_argument("--workers", type=int, default=2, help="processes re-running the problems (default 2)")
+    p.add_argument("--compilers-only", action="store_true",
+                   help="keep the table's traces/sass evidence, (re)merge only the other compilers' records")
     a = p.parse_args(argv)
-    data = build(a.traces, workers=a.workers)
+    if a.compilers_only:
+        from flashsim.sass.evidence import load
+
+        data = merge(load(), compilers())
+    else:
+        data = merge(build(a.traces, workers=a.workers), compilers())
     dest = Path(flashsim.__file__).resolve().parent / "data" / DATA
     dest.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(f"{len(data['forms'])} instruction forms -> {dest}")

@@ -283,7 +283,7 @@ def recorded_inputs(c: Case, record: dict, seed: int = 0) -> dict[str, np.ndarra
     out = {}
     for k in c.arrays:
         if f"in/{k}" in record:
-            out[k] = record[f"in/{k}"]
+            out[k] = record[f"in/{k}"].view(_np_dtype(c.arrays[k].dtype))  # bf16 comes back from npz as void
             continue
         drawn = drawn if drawn is not None else inputs(c, seed)
         want = bytes(record[f"digest/{k}"]).hex()
@@ -313,15 +313,11 @@ def replay_case(c: Case, record: dict) -> list[str]:
     return msgs
 
 
-def load_record(path: str | Path = None) -> dict[str, dict]:
+def load_record(path: str | Path | None = None) -> dict[str, dict]:
     """{case name: {key: array}} of a recorded ``triton_suite.npz``."""
-    path = Path(path) if path is not None else TRACE / "triton_suite.npz"
-    data = np.load(path)
-    out: dict[str, dict] = {}
-    for key in data.files:
-        name, _, rest = key.partition("::")
-        out.setdefault(name, {})[rest] = data[key]
-    return out
+    from flashsim.gpu.records import by_case
+
+    return by_case(Path(path) if path is not None else TRACE / "triton_suite.npz")
 
 
 # ------------------------------------------------------------------------------------------------ the GPU

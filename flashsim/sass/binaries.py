@@ -132,6 +132,15 @@ def _describe(members: list[Member]) -> str:
     return ", ".join(f"{m.kind.upper()} for {'sm' if m.kind == 'elf' else 'compute'}_{m.arch} ({m.name})" for m in members)
 
 
+def _kernel_names(data: bytes) -> list[str]:
+    from flashsim.sass.cubin import Cubin
+
+    try:
+        return sorted(Cubin(data).kernels)
+    except CubinError:
+        return []
+
+
 def _has_kernels(data: bytes) -> bool:
     from flashsim.sass.cubin import Cubin
 
@@ -180,15 +189,23 @@ def load(data: bytes, *, name: str = "module", path: str | None = None, member: 
     if not (is_fat or is_host):
         raise CubinError(f"{name}: not a CUDA binary (first bytes {data[:8]!r}); expected a cubin, a fatbin, a host "
                          "object or library with device code, or PTX")
-    if path is None:
-        with tempfile.TemporaryDirectory(prefix="flashsim-binary-") as tmp:
-            f = os.path.join(tmp, "module.bin")
-            with open(f, "wb") as fh:
-                fh.write(data)
-            members = contents(f)
-    else:
-        members = contents(path)
     kind = "fatbin" if is_fat else "host binary"
+    from flashsim.sass.toolchain import ToolchainError
+
+    try:
+        if path is None:
+            with tempfile.TemporaryDirectory(prefix="flashsim-binary-") as tmp:
+                f = os.path.join(tmp, "module.bin")
+                with open(f, "wb") as fh:
+                    fh.write(data)
+                try:
+                    members = contents(f)
+                except ToolchainError as exc:
+                    raise ToolchainError(str(exc).replace(f, name)) from None
+        else:
+            members = contents(path)
+    except ToolchainError as exc:
+        raise CubinError(f"{name}: not a readable {kind}: {exc}") from None
     if member is not None:
         chosen = [m for m in members if m.name == member]
         if not chosen:
@@ -206,8 +223,9 @@ def load(data: bytes, *, name: str = "module", path: str | None = None, member: 
         m = with_kernels[0]
         return Loaded(m.data, kind, m.name, "")
     if len(with_kernels) > 1:
-        raise bad_argument("member", None, f"{name} holds {len(with_kernels)} sm_90 cubins with kernels "
-                                           f"({', '.join(m.name for m in with_kernels)}): pick one with member=")
+        listing = "; ".join(f"{m.name}: {', '.join(_kernel_names(m.data))}" for m in with_kernels)
+        raise bad_argument("member", None, f"{name} holds {len(with_kernels)} sm_90 cubins with kernels ({listing}): "
+                                           "pick one with member=")
     ptx = sorted((m for m in members if m.kind == "ptx" and m.arch <= 90), key=lambda m: -m.arch)
     if ptx:
         if len({m.arch for m in ptx}) < len(ptx) and len(ptx) > 1:

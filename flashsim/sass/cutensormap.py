@@ -419,8 +419,9 @@ def decode(data, *, derived: bool = True) -> TiledFields:
 
     ``derived=False`` reads a map as the copy engine does: words 8 and 9, which the driver derives from the
     fields and ``tensormap.replace`` on the device never writes (a map a kernel builds in place holds 0 there),
-    are not checked (H100: traces/triton/probes, the tma_words probe: maps with those words zeroed or changed
-    load the same bytes and complete the same transaction count)."""
+    are not checked (H100: the Triton suite's device-descriptor kernels, traces/triton/triton_suite.json, build
+    their maps with tensormap.replace, so with words 8 and 9 left 0, and the interpreter reading them so gives
+    the H100's bytes on all 10 of those cases)."""
     raw = bytes(memoryview(data).cast("B")) if not isinstance(data, (bytes, bytearray)) else bytes(data)
     if len(raw) != 128:
         raise ArgumentError(f"data={raw[:16]!r}...: expected the 128 bytes of a CUtensorMap, got {len(raw)}")

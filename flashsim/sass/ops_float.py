@@ -286,10 +286,26 @@ def i2f(ctx: Ctx):
     mods = ctx.mods
     ctx.need(not ({"F64", "F16", "BF16"} & mods), f"I2F destination type in {ctx.ins.name}")
     src = "u32" if "U32" in mods else "s64" if "S64" in mods else "u64" if "U64" in mods else "s32"
-    ctx.need(not ({"S8", "U8", "S16", "U16"} & mods), f"I2F source width in {ctx.ins.name}")
+    # .S8 / .U8 / .S16 / .U16 (cvt.f32.{s,u}{8,16}): the low 8 or 16 bits of the register, sign- or
+    # zero-extended (form_probes: probe_i2f_sub); every such value is exact in f32
+    sub = next((mm for mm in ("S8", "U8", "S16", "U16") if mm in mods), None)
+    ctx.need(sub is None or len({"S8", "U8", "S16", "U16", "U32", "S64", "U64"} & mods) == 1,
+             f"I2F source type in {ctx.ins.name}")
     rnd = _rnd(ctx)
     ra = ctx.u64(1) if src.endswith("64") else ctx.raw(1)
     wd = ctx.dst(0)
+
+    if sub is not None:
+        bits = 8 if sub.endswith("8") else 16
+        signed_sub = sub.startswith("S")
+
+        def run_sub(m, ex):
+            (a,) = np.broadcast_arrays(np.asarray(ra(m), np.uint32))
+            v = (a & np.uint32((1 << bits) - 1)).astype(np.int64)
+            if signed_sub:
+                v = np.where(v >= (1 << (bits - 1)), v - (1 << bits), v)
+            wd(m, int_to_f32(v, signed_sub, rnd), ex)
+        return run_sub
 
     def run(m, ex):
         (a,) = np.broadcast_arrays(np.asarray(ra(m)))

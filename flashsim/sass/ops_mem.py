@@ -295,9 +295,25 @@ def stl(ctx: Ctx):
 def ldc(ctx: Ctx):
     # LDC[.64|.U8|...] d, c[bank][offset (+ register)]
     width, signed = _width(ctx)
-    ctx.need(width in (4, 8), f"{ctx.ins.name} (sub-word constant loads)")
     src = ctx.ops[1]
     ctx.need(src.kind == "c", f"{ctx.ins.name} source {src.text}")
+    if width < 4:
+        # LDC.{U8,S8,U16,S16} at a fixed offset (Triton's i8 / u16 scalar parameters): the bytes of the bank,
+        # little-endian, zero- or sign-extended to 32 bits as ld.const.{u,s}{8,16} define
+        ctx.need(src.reg == RZ and src.ureg == URZ and src.value % width == 0,
+                 f"{ctx.ins.text} (an indexed or misaligned sub-word constant load)")
+        word = Operand("c", index=src.index, value=src.value & ~3, text=src.text)
+        rw = ctx.const(word, 4)
+        shift, mask = np.uint32(8 * (src.value & 3)), np.uint32((1 << (8 * width)) - 1)
+        top = np.uint32(1 << (8 * width - 1))
+        wd = ctx.dst(0)
+
+        def run(m, ex):
+            v = (np.asarray(rw(m), np.uint32) >> shift) & mask
+            if signed:
+                v = (v ^ top) - top  # sign extension in 32-bit wrap-around arithmetic
+            wd(m, np.asarray(v, np.uint32), ex)
+        return run
     rd = ctx.const(src, width)
     wd = ctx.dst64(0) if width == 8 else ctx.dst(0)
     return lambda m, ex: wd(m, rd(m), ex)

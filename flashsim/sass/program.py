@@ -12,6 +12,7 @@ from typing import Callable
 
 import numpy as np
 
+from flashsim.sass import modifiers
 from flashsim.sass.isa import PT, RZ, URZ, Instr, Operand
 from flashsim.sass.machine import RUN, Machine
 
@@ -351,6 +352,13 @@ class Program:
             return _raiser(NotImplementedError(
                 f"SASS opcode {ins.name} is not modelled: {ins.where()}"))
         factory, _family = entry
+        odd = modifiers.unmodelled(ins.opcode, ins.mods)
+        if odd and modifiers.audit(ins, odd):
+            odd = []
+        if odd:
+            return _raiser(NotImplementedError(
+                f"SASS {ins.name}: the modifier{'s' if len(odd) > 1 else ''} {', '.join('.' + m for m in odd)} of "
+                f"{ins.opcode} {'are' if len(odd) > 1 else 'is'} not modelled: {ins.where()}"))
         ctx = Ctx(ins, self)
         try:
             run = factory(ctx)

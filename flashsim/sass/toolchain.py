@@ -279,15 +279,20 @@ def compile_cuda(source: str, *, name: str = "kernel.cu", options: Sequence[str]
     return cubin, log, lowered
 
 
-def nvdisasm_path() -> str:
-    """The nvdisasm binary of the ``nvidia-cuda-nvdisasm`` wheel (else one on PATH)."""
-    cand = _nvidia_file("bin/nvdisasm")
+def _program(name: str) -> str:
+    """NVIDIA's ``name`` from its wheel (``nvidia-cuda-<name>``), else the one on PATH."""
+    cand = _nvidia_file(f"bin/{name}")
     if cand is not None:
         return str(cand)
-    found = shutil.which("nvdisasm")
+    found = shutil.which(name)
     if found is None:
-        raise ToolchainError("nvdisasm not found: pip install nvidia-cuda-nvdisasm")
+        raise ToolchainError(f"{name} not found: pip install nvidia-cuda-{name}")
     return found
+
+
+def nvdisasm_path() -> str:
+    """The nvdisasm binary of the ``nvidia-cuda-nvdisasm`` wheel (else one on PATH)."""
+    return _program("nvdisasm")
 
 
 @functools.lru_cache(maxsize=64)
@@ -509,13 +514,7 @@ def ptxas_path() -> str:
 
 def cuobjdump_path() -> str:
     """The cuobjdump of the ``nvidia-cuda-cuobjdump`` wheel (``FLASHSIM_CUOBJDUMP`` names another), else PATH's."""
-    cand = _nvidia_file("bin/cuobjdump")
-    if cand is not None:
-        return str(cand)
-    found = shutil.which("cuobjdump")
-    if found is None:
-        raise ToolchainError("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
-    return found
+    return _program("cuobjdump")
 
 
 @functools.lru_cache(maxsize=8)

@@ -125,7 +125,8 @@ def _stage_args(stage, args, kwargs):
 
 def launch(fn, grid, *args, exec_options=None, **kwargs) -> Launched:
     """``fn[grid](*args, **kwargs)`` on the simulated H100; returns what ran (:class:`Launched`)."""
-    require()
+    triton = require()
+    import triton.compiler.errors  # noqa: F401
     from triton.runtime.jit import JITFunction
 
     from flashsim.triton import driver as drv
@@ -140,7 +141,13 @@ def launch(fn, grid, *args, exec_options=None, **kwargs) -> Launched:
         sargs, skw = _stage_args(stage, args, kwargs)
         with device(exec_options):
             drv._LAST.clear()
-            compiled = fn.run(*sargs, grid=grid, warmup=False, **skw)
+            try:
+                compiled = fn.run(*sargs, grid=grid, warmup=False, **skw)
+            except triton.compiler.errors.CompilationError as exc:
+                if hasattr(exc, "add_note"):
+                    exc.add_note("flashsim.triton compiles for the simulated H100 (sm_90, Triton's target "
+                                 "GPUTarget('cuda', 90, 32)): a kernel that needs another target does not build here")
+                raise
         ok = True
     finally:
         stage.finish(copy_back=ok)

@@ -108,3 +108,15 @@ extern "C" __global__ void probe_smem_size(u32* out) {
     asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(d));
     out[blockIdx.x * blockDim.x + threadIdx.x] = d;
 }
+
+// conversions from 8- and 16-bit integers (Triton's int8 / uint16 scalars and tensors): I2F.S8, I2F.U8,
+// I2F.S16, I2F.U16, each reading the low bits of a 32-bit register
+extern "C" __global__ void probe_i2f_sub(const u32* a, u32* out, int n) {
+    GUARD
+    u32 x = a[i], r[4];
+    asm("{ .reg .s8 t; cvt.s8.s32 t, %1; cvt.rn.f32.s8 %0, t; }" : "=r"(r[0]) : "r"(x));
+    asm("{ .reg .u8 t; cvt.u8.u32 t, %1; cvt.rn.f32.u8 %0, t; }" : "=r"(r[1]) : "r"(x));
+    asm("{ .reg .s16 t; cvt.s16.s32 t, %1; cvt.rn.f32.s16 %0, t; }" : "=r"(r[2]) : "r"(x));
+    asm("{ .reg .u16 t; cvt.u16.u32 t, %1; cvt.rn.f32.u16 %0, t; }" : "=r"(r[3]) : "r"(x));
+    for (int j = 0; j < 4; j++) out[4 * i + j] = r[j];
+}

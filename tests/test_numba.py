@@ -1,0 +1,93 @@
+"""flashsim.numba: numba-cuda kernels compiled for cc 9.0 with no GPU and run in the interpreter with numba's
+argument ABI. The H100 record (traces/numba: the cubins built here, loaded by the GPU, and the GPU's outputs)
+replays bit for bit; under --gpu the suite runs again from today's build."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba.cuda")
+
+import flashsim.cuda as fc  # noqa: E402
+import flashsim.numba as fnb  # noqa: E402
+from flashsim.gpu import numba_suite as N  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def record():
+    return N.load_record()
+
+
+def test_the_h100_record_covers_the_suite():
+    rep = json.loads((N.TRACE / "numba_suite.json").read_text())
+    assert set(rep["cases"]) == {c.name for c in N.CASES}
+    for name, e in rep["cases"].items():
+        assert "error" not in e, (name, e["error"])
+        assert e["driver_jit_equal"], f"{name}: the driver's JIT of the PTX gave other outputs than the cubin"
+
+
+@pytest.mark.parametrize("c", N.CASES, ids=lambda c: c.name)
+def test_the_interpreter_gives_the_h100s_bits(c, record):
+    msgs = N.replay_case(c, record[c.name])
+    assert not msgs, "\n".join(msgs)
+
+
+@pytest.mark.parametrize("c", N.CASES, ids=lambda c: c.name)
+def test_todays_build_is_the_recorded_cubin(c, record):
+    ins = N.inputs(c, 0)
+    comp = fnb.compile_kernel(c.kernel_fn(), N._types(c, ins))
+    assert comp.cubin == bytes(record[c.name]["cubin"]) or N.replay_case(c, {**record[c.name], "cubin": comp.cubin}) == []
+
+
+def test_numpy_and_flashsim_arrays_and_scalars():
+    from flashsim.gpu import numba_kernels as K
+
+    x = np.arange(100, dtype=np.float32)
+    y = np.ones(100, np.float32)
+    out = np.zeros(100, np.float32)
+    fnb.kernel(K.axpy)[1, 128](np.float32(3), x, y, out)
+    assert np.array_equal(out, np.float32(3) * x + 1)
+    dout = fc.zeros(100, np.float32)
+    fnb.kernel(K.axpy)[1, 128](np.float32(3), fc.asarray(x), fc.asarray(y), dout)
+    assert np.array_equal(dout.get(), out)
+
+
+def test_a_python_float_is_a_float64_parameter_and_doubles_are_refused():
+    from flashsim.gpu import numba_kernels as K
+
+    x, y, out = np.arange(8, dtype=np.float32), np.zeros(8, np.float32), np.zeros(8, np.float32)
+    import numba
+
+    comp = fnb.compile_kernel(K.axpy, [numba.float64, *(numba.typeof(a) for a in (x, y, out))])
+    assert ".param .f64" in comp.ptx  # numba types 0.1 as float64, as it does for a GPU launch
+    with pytest.raises(NotImplementedError, match="F2F.F64.F32"):  # double precision is not modelled yet
+        fnb.kernel(K.axpy)[1, 32](0.1, x, y, out)
+
+
+def test_bad_launch_configurations_and_arguments():
+    from flashsim.gpu import numba_kernels as K
+
+    with pytest.raises(ValueError, match="launch configuration"):
+        fnb.kernel(K.axpy)[1]
+    with pytest.raises(ValueError, match="argument 1"):
+        fnb.kernel(K.axpy)[1, 32](np.float32(1), "x", np.zeros(4, np.float32), np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="kernel="):
+        fnb.kernel(42)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("c", N.CASES, ids=lambda c: c.name)
+def test_gpu_runs_todays_cubin_as_the_interpreter(c):
+    from flashsim.gpu import runtime
+
+    ins = N.inputs(c, 20261202)
+    comp = fnb.compile_kernel(c.kernel_fn(), N._types(c, ins))
+    args = [ins[a[1]].copy() if isinstance(a, tuple) else a for a in c.args]
+    N._launch_gpu(c, runtime.load_cubin(comp.cubin).get_function(comp.name), args, c.shared)
+    gpu = {a[1]: args[i] for i, a in enumerate(c.args) if isinstance(a, tuple)}
+    sim = N.run_sim(c, ins)
+    for k in c.outputs:
+        assert np.array_equal(N.bits(sim[k]), N.bits(gpu[k])), k

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine: the other compilers' code on the H100 (form probes of NVRTC 13.0 / ptxas 13.0 / Triton's
-# ptxas 12.8, the Triton suite through Triton's JIT, the numba suite from its recorded cubins), results packed
-# into $OUT/compilers.tgz. Wheels missing there travel in .whl; the NVRTC cache in .fscache (FLASHSIM_CACHE_DIR).
+# ptxas 12.8, the Triton suite through Triton's JIT, the numba suite from its recorded cubins), each stage's
+# results packed into $OUT/<stage>.tgz as soon as it ends. Wheels missing there travel in .whl; the NVRTC cache
+# in .fscache (FLASHSIM_CACHE_DIR).
 #   bash gpu/compiler_checks.sh [stage ...]     stages: env forms triton numba pytest
 set -u
 OUT=${OUT:-out}; R=$OUT/c; mkdir -p "$R"
@@ -21,8 +22,8 @@ for stage in ${@:-env forms triton numba}; do
     forms) timeout 240 python -m flashsim.gpu.form_probes --out "$R/forms" > "$R/forms.log" 2>&1 ;;
     triton) timeout 360 python -m flashsim.gpu.triton_suite --out "$R/triton" > "$R/triton.log" 2>&1 ;;
     numba) timeout 150 python -m flashsim.gpu.numba_suite --cubins traces/numba/numba_cubins.npz --out "$R/numba" > "$R/numba.log" 2>&1 ;;
-    pytest) timeout 420 python -m pytest --gpu -q -p no:cacheprovider -rs ${PYTEST_ARGS:-tests} > "$R/pytest.log" 2>&1 ;;
+    pytest) timeout ${PYTEST_TIMEOUT:-480} python -m pytest --gpu -q -p no:cacheprovider -rs ${PYTEST_ARGS:-tests} > "$R/pytest.log" 2>&1 ;;
   esac
   echo "stage $stage exit $?"; tail -6 "$R/$stage.log"
+  (cd "$R" && tar czf "$OUT/$stage.tgz" $stage.log $( [ -d $stage ] && echo $stage )) && rm -rf "$R/$stage" "$R/$stage.log"
 done
-tar czf "$OUT/compilers.tgz" -C "$OUT" c && rm -rf "$R"

@@ -320,3 +320,46 @@ def dropout_kernel(x_ptr, out_ptr, n, p, seed, BLOCK: tl.constexpr):
     r = tl.rand(seed, offs)
     keep = r > p
     tl.store(out_ptr + offs, tl.where(keep, x / (1 - p), 0.0), mask=mask)
+
+
+@triton.jit
+def dot_small_kernel(a_ptr, b_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    # one tl.dot of whole tiles: fp8 (e4m3) operands -> QGMMA, int8 -> IGMMA
+    m = tl.arange(0, BM)
+    n = tl.arange(0, BN)
+    k = tl.arange(0, BK)
+    x = tl.load(a_ptr + m[:, None] * BK + k[None, :])
+    y = tl.load(b_ptr + k[:, None] * BN + n[None, :])
+    tl.store(c_ptr + m[:, None] * BN + n[None, :], tl.dot(x, y))
+
+
+@triton.jit
+def sort_histogram_kernel(x_ptr, sorted_ptr, bins_ptr, N: tl.constexpr, NBINS: tl.constexpr):
+    # tl.sort (a bitonic network of compares and shuffles) and tl.histogram
+    i = tl.arange(0, N)
+    x = tl.load(x_ptr + i)
+    tl.store(sorted_ptr + i, tl.sort(x))
+    tl.store(bins_ptr + tl.arange(0, NBINS), tl.histogram((x * 4).to(tl.int32) & (NBINS - 1), NBINS))
+
+
+@triton.jit
+def math_mix_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # libdevice and approximate math Triton lowers inline: sqrt, rsqrt, log, exp, sin, fma, erf, floor
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = tl.load(x_ptr + offs, mask=m, other=1.0)
+    a = tl.abs(v)
+    r = tl.sqrt(a) + tl.rsqrt(a + 1.0) + tl.log(a + 1.0) + tl.exp(v) + tl.math.fma(v, v, v)
+    r += tl.sin(v) + tl.erf(v) + tl.floor(v * 3.0)
+    tl.store(out_ptr + offs, r, mask=m)
+
+
+@triton.jit
+def int_mix_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    # integer division and remainder by constants and variables, umulhi, shifts by variable amounts
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    v = tl.load(x_ptr + offs, mask=m, other=1)
+    d = (v & 1023) + 1
+    r = tl.umulhi(v, v + 12345) ^ (v // 7) ^ (v % 13) ^ (v // d) ^ ((v >> (v & 31)) + (v << 3))
+    tl.store(out_ptr + offs, r, mask=m)

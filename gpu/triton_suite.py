@@ -75,10 +75,10 @@ class Case:
 
 
 def _np_dtype(name: str):
-    if name == "bfloat16":
+    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
         import ml_dtypes
 
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(getattr(ml_dtypes, name))
     return np.dtype(name)
 
 
@@ -223,7 +223,30 @@ def _small_cases() -> list[Case]:
     return out
 
 
-CASES: tuple[Case, ...] = tuple(_small_cases() + _matmul_cases() + _attn_cases())
+def _more_cases() -> list[Case]:
+    return [
+        Case("dot_fp8_e4m3", "dot_small_kernel", (1,), {"a": Array((64, 64), "float8_e4m3fn"),
+                                                        "b": Array((64, 64), "float8_e4m3fn"),
+                                                        "c": Array((64, 64), "float32", "poison")},
+             (("a", "a"), ("a", "b"), ("a", "c")), {"BM": 64, "BN": 64, "BK": 64}, ("c",)),
+        Case("dot_int8", "dot_small_kernel", (1,), {"a": Array((64, 64), "int8", "ints:-100:100"),
+                                                    "b": Array((64, 64), "int8", "ints:-100:100"),
+                                                    "c": Array((64, 64), "int32", "poison")},
+             (("a", "a"), ("a", "b"), ("a", "c")), {"BM": 64, "BN": 64, "BK": 64}, ("c",)),
+        Case("sort_histogram", "sort_histogram_kernel", (1,), {"x": Array((256,), "float32"),
+                                                              "s": Array((256,), "float32", "poison"),
+                                                              "h": Array((16,), "int32", "poison")},
+             (("a", "x"), ("a", "s"), ("a", "h")), {"N": 256, "NBINS": 16}, ("s", "h")),
+        Case("math_mix", "math_mix_kernel", (3,), {"x": Array((3000,), "float32", "normal*3"),
+                                                   "o": Array((3000,), "float32", "poison")},
+             (("a", "x"), ("a", "o"), 3000), {"BLOCK": 1024}, ("o",)),
+        Case("int_mix", "int_mix_kernel", (3,), {"x": Array((3000,), "int32", "ints:-2000000000:2000000000"),
+                                                 "o": Array((3000,), "int32", "poison")},
+             (("a", "x"), ("a", "o"), 3000), {"BLOCK": 1024}, ("o",)),
+    ]
+
+
+CASES: tuple[Case, ...] = tuple(_small_cases() + _matmul_cases() + _attn_cases() + _more_cases())
 
 
 def case(name: str) -> Case:
@@ -321,11 +344,16 @@ def load_record(path: str | Path | None = None) -> dict[str, dict]:
 
 
 # ------------------------------------------------------------------------------------------------ the GPU
+_TORCH_OF = {"bfloat16": ("uint16", "bfloat16"), "float8_e4m3fn": ("uint8", "float8_e4m3fn"),
+             "float8_e5m2": ("uint8", "float8_e5m2")}
+
+
 def _torch_of(a: np.ndarray):
     import torch
 
-    if a.dtype.name == "bfloat16":
-        return torch.from_numpy(np.ascontiguousarray(a).view(np.uint16)).view(torch.bfloat16).cuda()
+    if a.dtype.name in _TORCH_OF:
+        raw, td = _TORCH_OF[a.dtype.name]
+        return torch.from_numpy(np.ascontiguousarray(a).view(raw)).view(getattr(torch, td)).cuda()
     return torch.from_numpy(np.ascontiguousarray(a)).cuda()
 
 
@@ -333,8 +361,8 @@ def _numpy_of(t, like: np.ndarray) -> np.ndarray:
     import torch
 
     t = t.detach().cpu()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.uint16).numpy().view(like.dtype)
+    if like.dtype.name in _TORCH_OF:
+        return t.view(getattr(torch, _TORCH_OF[like.dtype.name][0])).numpy().view(like.dtype)
     return t.numpy()
 
 

@@ -12,8 +12,8 @@ Layers, low to high; a module imports its own layer and the ones below, never on
 - base:  errors, _version, options, outputs, progress, device (the one door to the GPU harness)
 - core:  the simulator (CORE below)
 - front: the package root (its lazy ``flash_attn_func``), api, check, run, session (records, replays and
-         forces traces of the FA kernels: it runs them), testing, locate, strategies: the library's entry
-         points, built on the core
+         forces traces of the FA kernels: it runs them), testing, locate, strategies, triton and numba (other
+         compilers' kernels launched on the core): the library's entry points, built on the core
 - gpu:   the GPU harness (flashsim.gpu): scripts run on a GPU machine, cupy's runtime, and what turns the
          reports they commit into package data (sass_evidence)
 - entry: flashsim.cli (the ``flashsim`` command), __main__, the pytest plugin
@@ -39,7 +39,7 @@ CORE = {"flashsim.numerics", "flashsim.layout", "flashsim.warp", "flashsim.smem"
         "flashsim.attention", "flashsim.kernels", "flashsim.trace", "flashsim.sass", "flashsim.cuda",
         "flashsim.viz", "flashsim.cluster", "flashsim.golden", "flashsim.validation"}
 FRONT = {"flashsim", "flashsim.api", "flashsim.check", "flashsim.run", "flashsim.session", "flashsim.testing",
-         "flashsim.locate", "flashsim.strategies"}
+         "flashsim.locate", "flashsim.strategies", "flashsim.triton", "flashsim.numba"}
 GPU = {"flashsim.gpu"}
 ENTRY = {"flashsim.cli", "flashsim.__main__", "flashsim.pytest_plugin"}
 LAYERS = {"base": BASE, "core": CORE, "front": FRONT, "gpu": GPU, "entry": ENTRY}

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from flashsim.errors import FlashsimError, bad_argument
 
-__all__ = ["Cubin", "CubinError", "KernelInfo", "Param"]
+__all__ = ["Cubin", "CubinError", "KernelInfo", "Param", "elf_sm"]
 
 EM_CUDA = 190
 ELFOSABI_CUDA = 0x41
@@ -48,6 +48,10 @@ EIATTR = {
 _CODE = {v: k for k, v in EIATTR.items()}
 
 
+class CubinError(FlashsimError):
+    """The bytes are not an sm_90 cubin flashsim can run (another architecture, PTX, a fatbin, corrupt)."""
+
+
 def elf_sm(abi_version: int, e_flags: int) -> int:
     """The SM an sm_XY CUDA ELF was built for, from its header (see the module docstring's two layouts).
 
@@ -59,10 +63,6 @@ def elf_sm(abi_version: int, e_flags: int) -> int:
         return (e_flags >> 8) & 0xFF
     raise CubinError(f"a CUDA ELF of ABI version {abi_version}: flashsim reads the header layouts of versions 7 "
                      "(ptxas 12.x) and 8 (ptxas 13.x)")
-
-
-class CubinError(FlashsimError):
-    """The bytes are not an sm_90 cubin flashsim can run (another architecture, PTX, a fatbin, corrupt)."""
 
 
 @dataclass(frozen=True)
@@ -172,10 +172,11 @@ class Cubin:
             return
         text = head.lstrip()
         if text.startswith((b"//", b".version", b".target")):
-            raise CubinError("this is PTX text, not a cubin: flashsim runs the SASS of an sm_90 cubin "
-                             "(compile the source with fc.RawModule(code=...), or ptxas -arch=sm_90)")
+            raise CubinError("this is PTX text, not a cubin: load it with flashsim.cuda.RawModule, which JIT-compiles "
+                             "it (flashsim.sass.binaries)")
         if head[:4] in (b"\x50\xed\x55\xba", b"\xba\x55\xed\x50"):
-            raise CubinError("this is a fatbin: extract its sm_90 cubin (cuobjdump -xelf all) and load that")
+            raise CubinError("this is a fatbin: load it with flashsim.cuda.RawModule, which takes its sm_90 cubin "
+                             "(flashsim.sass.binaries)")
         raise CubinError(f"not a cubin (first bytes {head[:8]!r}); expected an ELF file for sm_90")
 
     # ---------------------------------------------------------------------------------------- symbols

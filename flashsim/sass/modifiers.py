@@ -18,6 +18,10 @@ __all__ = ["HINTS", "MODIFIERS", "audit", "unmodelled"]
 #: memory-ordering scopes, cache and eviction hints of loads, stores and atomics
 HINTS = frozenset({"STRONG", "WEAK", "GPU", "SYS", "CTA", "SM", "CONSTANT", "LU", "BYPASS", "EL", "EF", "EN", "NA",
                    "LTC64B", "LTC128B", "LTC256B", "PRIVATE"})
+#: the compares and the predicate combinations of FSETP / HSET2 (every one the semantics read) and ISETP
+FCMP = frozenset({'LTU', 'EQU', 'LEU', 'GTU', 'NEU', 'GEU', 'NUM', 'NAN', 'LT', 'EQ', 'LE', 'GT', 'NE', 'GE', 'T', 'F'})
+ICMP = frozenset({'EQ', 'NE', 'LT', 'LE', 'GT', 'GE'})
+BOPS = frozenset({'AND', 'OR', 'XOR'})
 SHAPE = frozenset({re.compile(r"64x\d+x(8|16|32)")})
 DIMS = frozenset({re.compile(r"[1-5]D")})
 
@@ -26,7 +30,7 @@ MODIFIERS: dict[str, frozenset] = {
     "ATOMG": frozenset({'64', 'ADD', 'AND', 'CAS', 'DEC', 'E', 'EXCH', 'F32', 'FTZ', 'INC', 'MAX', 'MIN', 'OR', 'RN', 'S32', 'S64', 'SAFEADD', 'U32', 'U64', 'XOR'}) | HINTS,
     "ATOMS": frozenset({'64', 'ADD', 'AND', 'CAS', 'CAST', 'DEC', 'EXCH', 'INC', 'MAX', 'MIN', 'OR', 'POPC', 'S32', 'S64', 'SAFEADD', 'SPIN', 'U32', 'U64', 'XOR'}),
     "B2R": frozenset({'RESULT'}),
-    "BAR": frozenset({'ARV', 'DEFER_BLOCKING', 'SYNC'}),
+    "BAR": frozenset({'AND', 'ARV', 'DEFER_BLOCKING', 'OR', 'POPC', 'RED', 'SYNC'}),
     "BMOV": frozenset({'32'}),
     "BMSK": frozenset({'W'}),
     "BPT": frozenset({'TRAP'}),
@@ -57,20 +61,20 @@ MODIFIERS: dict[str, frozenset] = {
     "FMUL": frozenset({'FTZ', 'RM', 'RP', 'RZ', 'SAT'}),
     "FRND": frozenset({'CEIL', 'F32', 'FLOOR', 'FTZ', 'TRUNC'}),
     "FSEL": frozenset(),
-    "FSETP": frozenset({'AND', 'EQ', 'FTZ', 'GE', 'GEU', 'GT', 'GTU', 'LT', 'NAN', 'NE', 'NEU', 'OR'}),
+    "FSETP": FCMP | BOPS | frozenset({'FTZ'}),
     "HADD2": frozenset({'F32'}),
     "HFMA2": frozenset({'MMA'}),
     "HGMMA": frozenset({'BF16', 'F16', 'F32', 'TF32'}) | SHAPE,
     "HMMA": frozenset({'16816', '1688', 'BF16', 'F16', 'F32'}),
     "HMUL2": frozenset(),
-    "HSET2": frozenset({'AND', 'BF', 'EQ', 'LE'}),
+    "HSET2": FCMP | BOPS | frozenset({'BF', 'FTZ', 'BF16_V2'}),
     "I2F": frozenset({'RM', 'RP', 'RZ', 'S64', 'U32', 'U64', 'S8', 'U8', 'S16', 'U16'}),
     "I2FP": frozenset({'F32', 'RZ', 'S32', 'U32'}),
     "IABS": frozenset(),
     "IADD3": frozenset({'X'}),
     "IMAD": frozenset({'HI', 'IADD', 'MOV', 'SHL', 'U32', 'WIDE', 'X'}),
     "IMNMX": frozenset({'RELU', 'U32'}),
-    "ISETP": frozenset({'AND', 'EQ', 'EX', 'GE', 'GT', 'LE', 'LT', 'NE', 'OR', 'U32', 'XOR'}),
+    "ISETP": ICMP | BOPS | frozenset({'U32', 'EX'}),
     "JMP": frozenset({'U'}),
     "JMX": frozenset(),
     "LD": frozenset({'128', '32', '64', 'E', 'S16', 'S8', 'U16', 'U8'}) | HINTS,
@@ -122,7 +126,7 @@ MODIFIERS: dict[str, frozenset] = {
     "UIADD3": frozenset({'64', 'X'}),
     "UIMAD": frozenset({'U32', 'WIDE'}),
     "UIMNMX": frozenset({'RELU', 'U32'}),
-    "UISETP": frozenset({'AND', 'EQ', 'EX', 'GE', 'GT', 'LE', 'LT', 'NE', 'OR', 'U32'}),
+    "UISETP": ICMP | BOPS | frozenset({'U32', 'EX'}),
     "ULDC": frozenset({'64', 'U8', 'S8', 'U16', 'S16'}),
     "ULEA": frozenset({'HI', 'SX32', 'X'}),
     "ULOP3": frozenset({'LUT'}),

@@ -127,14 +127,20 @@ def launch(fn, grid, *args, exec_options=None, **kwargs) -> Launched:
     """``fn[grid](*args, **kwargs)`` on the simulated H100; returns what ran (:class:`Launched`)."""
     triton = require()
     import triton.compiler.errors  # noqa: F401
+    from triton.runtime.autotuner import Autotuner, Heuristics
     from triton.runtime.jit import JITFunction
 
     from flashsim.triton import driver as drv
     from flashsim.triton.staging import Stage
 
-    if not isinstance(fn, JITFunction):
-        raise bad_argument("fn", fn, "expected a @triton.jit function (an autotuned or heuristics wrapper is not "
-                                     "modelled: pick its configuration and launch the jit function)")
+    inner = fn
+    while isinstance(inner, Heuristics):  # @triton.heuristics computes constexprs from the arguments, then runs
+        inner = inner.fn
+    if isinstance(inner, Autotuner):
+        raise NotImplementedError("@triton.autotune times its configurations on a GPU: timing is not modelled; "
+                                  "launch the jit function (kernel.fn) with the configuration to simulate")
+    if not isinstance(inner, JITFunction):
+        raise bad_argument("fn", fn, "expected a @triton.jit function (or a @triton.heuristics wrapper of one)")
     stage = Stage()
     ok = False
     try:

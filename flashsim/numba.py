@@ -102,7 +102,14 @@ def compile_kernel(k, argtypes: Sequence) -> Compiled:
     kw.setdefault("lineinfo", True)
     if kw.get("debug"):
         raise NotImplementedError("numba kernels built with debug=True (exception checks, -G code) are not modelled")
-    ptx, restype = cuda.compile_ptx(py, tuple(argtypes), cc=CC, **kw)
+    try:
+        ptx, restype = cuda.compile_ptx(py, tuple(argtypes), cc=CC, **kw)
+    except (AttributeError, ImportError) as exc:
+        if "numba" not in "".join(__import__("traceback").format_tb(exc.__traceback__)):
+            raise
+        # numba-cuda's own modules failing to load (a numba-cuda older than the numpy beside it): not the kernel
+        raise NumbaUnavailable(f"numba-cuda cannot compile here ({type(exc).__name__}: {exc}); flashsim.numba needs "
+                               f"a numba-cuda that works with numpy {np.__version__}") from exc
     import numba
 
     if restype != numba.types.void:

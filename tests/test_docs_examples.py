@@ -25,4 +25,12 @@ def test_triton_example():
 
 def test_numba_example():
     pytest.importorskip("numba.cuda")
+    import flashsim.numba as fnb
+    from flashsim.gpu import numba_kernels as K
+    from flashsim.gpu import numba_suite as N
+
+    try:
+        fnb.compile_kernel(K.axpy, N._types(N.case("axpy"), N.inputs(N.case("axpy"), 0)))
+    except fnb.NumbaUnavailable as exc:
+        pytest.skip(str(exc))
     assert _run("numba_axpy.py").strip().endswith("True")

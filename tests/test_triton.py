@@ -108,8 +108,11 @@ def test_views_of_one_buffer_alias_as_on_the_gpu():
 
 def test_scalar_parameters_are_packed_as_tritons_launcher_packs_them():
     out = np.zeros(8, np.float32)
-    r = ft.launch(_scalars, (1,), out, -5, 65535, 3 << 34, 0.1, 1.00390625, 2.5, 1, True)
+    r = ft.launch(_scalars, (1,), out, 251, 65535, 3 << 34, 0.1, 1.00390625, 2.5, 1, True)
+    # an int8 parameter is packed as an unsigned char (0..255) and read back as int8: 251 is -5
     assert list(out) == [-5.0, 65535.0, 6.0, np.float32(np.float16(0.1)), 1.0, 2.5, 1.0, 1.0]
+    with pytest.raises(OverflowError, match="unsigned byte integer is less than minimum"):
+        ft.launch(_scalars, (1,), out, -5, 65535, 3 << 34, 0.1, 1.0, 2.5, 1, True)  # as Triton's launcher refuses
     # the bf16 parameter is the float32's upper half (truncation, as pack_bf16 does): 1 + 2^-8 -> 1.0
     sig = r.compiled.src.signature
     assert sig["one"] == "constexpr"  # an int equal to 1 is folded into the kernel, as Triton specialises
@@ -208,7 +211,7 @@ def test_gpu_jit_and_interpreter_agree_on_a_fresh_seed(c):
 @pytest.mark.gpu
 def test_gpu_and_interpreter_pack_scalar_parameters_alike():
     torch = pytest.importorskip("torch")
-    args = (-5, 65535, 3 << 34, 0.1, 1.00390625, 2.5, 1, True)
+    args = (251, 65535, 3 << 34, 0.1, 1.00390625, 2.5, 1, True)
     out = torch.zeros(8, device="cuda")
     _scalars[(1,)](out, *args)
     sim = np.zeros(8, np.float32)

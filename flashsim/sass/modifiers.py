@@ -26,9 +26,9 @@ SHAPE = frozenset({re.compile(r"64x\d+x(8|16|32)")})
 DIMS = frozenset({re.compile(r"[1-5]D")})
 
 MODIFIERS: dict[str, frozenset] = {
-    "ATOM": frozenset({'64', 'ADD', 'AND', 'CAS', 'DEC', 'E', 'EXCH', 'F32', 'FTZ', 'INC', 'MAX', 'MIN', 'OR', 'POPC', 'RN', 'S32', 'S64', 'SAFEADD', 'U32', 'U64', 'XOR'}) | HINTS,
-    "ATOMG": frozenset({'64', 'ADD', 'AND', 'CAS', 'DEC', 'E', 'EXCH', 'F32', 'FTZ', 'INC', 'MAX', 'MIN', 'OR', 'RN', 'S32', 'S64', 'SAFEADD', 'U32', 'U64', 'XOR'}) | HINTS,
-    "ATOMS": frozenset({'64', 'ADD', 'AND', 'CAS', 'CAST', 'DEC', 'EXCH', 'INC', 'MAX', 'MIN', 'OR', 'POPC', 'S32', 'S64', 'SAFEADD', 'SPIN', 'U32', 'U64', 'XOR'}),
+    "ATOM": frozenset({'32', '64', 'ADD', 'AND', 'CAS', 'DEC', 'E', 'EXCH', 'F32', 'FTZ', 'INC', 'MAX', 'MIN', 'OR', 'POPC', 'RN', 'S32', 'S64', 'SAFEADD', 'U32', 'U64', 'XOR'}) | HINTS,
+    "ATOMG": frozenset({'32', '64', 'ADD', 'AND', 'CAS', 'DEC', 'E', 'EXCH', 'F32', 'FTZ', 'INC', 'MAX', 'MIN', 'OR', 'RN', 'S32', 'S64', 'SAFEADD', 'U32', 'U64', 'XOR'}) | HINTS,
+    "ATOMS": frozenset({'32', '64', 'ADD', 'AND', 'CAS', 'CAST', 'DEC', 'EXCH', 'INC', 'MAX', 'MIN', 'OR', 'POPC', 'S32', 'S64', 'SAFEADD', 'SPIN', 'U32', 'U64', 'XOR'}),
     "B2R": frozenset({'RESULT'}),
     "BAR": frozenset({'AND', 'ARV', 'DEFER_BLOCKING', 'OR', 'POPC', 'RED', 'SYNC'}),
     "BMOV": frozenset({'32'}),
@@ -102,8 +102,8 @@ MODIFIERS: dict[str, frozenset] = {
     "QGMMA": frozenset({'E4M3', 'E5M2', 'F16', 'F32'}) | SHAPE,
     "R2P": frozenset(),
     "R2UR": frozenset({'OR'}),
-    "RED": frozenset({'64', 'ADD', 'AND', 'CAS', 'DEC', 'E', 'EXCH', 'F32', 'FTZ', 'INC', 'MAX', 'MIN', 'OR', 'RN', 'S32', 'S64', 'SAFEADD', 'U32', 'U64', 'XOR'}) | HINTS,
-    "REDG": frozenset({'64', 'ADD', 'AND', 'CAS', 'DEC', 'E', 'EXCH', 'F32', 'FTZ', 'INC', 'MAX', 'MIN', 'OR', 'RN', 'S32', 'S64', 'SAFEADD', 'U32', 'U64', 'XOR'}) | HINTS,
+    "RED": frozenset({'32', '64', 'ADD', 'AND', 'CAS', 'DEC', 'E', 'EXCH', 'F32', 'FTZ', 'INC', 'MAX', 'MIN', 'OR', 'RN', 'S32', 'S64', 'SAFEADD', 'U32', 'U64', 'XOR'}) | HINTS,
+    "REDG": frozenset({'32', '64', 'ADD', 'AND', 'CAS', 'DEC', 'E', 'EXCH', 'F32', 'FTZ', 'INC', 'MAX', 'MIN', 'OR', 'RN', 'S32', 'S64', 'SAFEADD', 'U32', 'U64', 'XOR'}) | HINTS,
     "REDUX": frozenset({'MAX', 'MIN', 'OR', 'S32', 'SUM', 'XOR'}),
     "RET": frozenset({'NODEC', 'REL'}),
     "S2R": frozenset(),

@@ -21,6 +21,7 @@ What Triton's CUDA launcher does and this one repeats (triton/backends/nvidia/dr
 
 from __future__ import annotations
 
+import operator
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -122,24 +123,30 @@ def _pack_scalar(ty: str, v: Any, what: str) -> bytes:
         if ty in ("fp32", "f32"):
             return f32.tobytes()
         return struct.pack("<d", f)
-    fmt = {"i1": "<b", "i8": "<b", "i16": "<h", "i32": "<i", "i64": "<q",
-           "u1": "<B", "u8": "<B", "u16": "<H", "u32": "<I", "u64": "<Q"}.get(ty)
-    if fmt is None:
+    # the launcher's PyArg_ParseTuple codes (triton/backends/nvidia/driver.py, format_of): int8_t 'b' (an
+    # *unsigned* char, 0..255), int16_t 'h', int32_t 'i', int64_t 'L' (range-checked, signed); uint8_t 'B',
+    # uint16_t 'H', uint32_t 'I', uint64_t 'K' (no range check: the value wraps)
+    code = {"i1": "b", "i8": "b", "i16": "h", "i32": "i", "i64": "L",
+            "u1": "B", "u8": "B", "u16": "H", "u32": "I", "u64": "K"}.get(ty)
+    if code is None:
         raise NotImplementedError(f"{what}: a parameter of Triton type {ty!r} is not modelled")
     try:
-        iv = int(v)
-    except (TypeError, ValueError):
-        raise TritonLaunchError(f"{what}: expected an int for a {ty} parameter, got {type(v).__name__}") from None
-    bits = struct.calcsize(fmt) * 8
-    # PyArg_ParseTuple's 'b'/'h'/'i'/'L' refuse out-of-range values, 'B'/'H'/'I'/'K' wrap
-    if fmt[1].islower():
-        if not -(1 << (bits - 1)) <= iv < (1 << (bits - 1)) and not (fmt == "<b" and 0 <= iv < 256):
-            raise OverflowError(f"{what}: {iv} does not fit the {ty} parameter")
-        if fmt == "<b" and iv > 127:
-            iv -= 256
-    else:
-        iv &= (1 << bits) - 1
-    return struct.pack(fmt, iv)
+        iv = operator.index(v)
+    except TypeError:
+        raise TypeError(f"{what}: an integer is required for a {ty} parameter (got {type(v).__name__})") from None
+    size = {"b": 1, "B": 1, "h": 2, "H": 2, "i": 4, "I": 4, "L": 8, "K": 8}[code]
+    if code == "b":
+        if iv < 0:
+            raise OverflowError(f"{what}: unsigned byte integer is less than minimum")
+        if iv > 255:
+            raise OverflowError(f"{what}: unsigned byte integer is greater than maximum")
+    elif code in "hiL":
+        lo, hi = -(1 << (8 * size - 1)), (1 << (8 * size - 1)) - 1
+        name = {"h": "signed short integer", "i": "signed integer", "L": "Python int too large to convert to C long"}[code]
+        if not lo <= iv <= hi:
+            raise OverflowError(f"{what}: {name} is {'less than minimum' if iv < lo else 'greater than maximum'}"
+                                if code != "L" else f"{what}: {name}")
+    return (iv & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
 
 
 def _pointer(v: Any, what: str) -> int:

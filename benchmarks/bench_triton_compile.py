@@ -2,7 +2,8 @@
 
 flashsim.triton compiles through Triton's JIT itself (the same work Triton does for the GPU: front end, MLIR
 passes, LLVM, ptxas 12.8); on top of that the interpreter reads the cubin (nvdisasm, ELF, one closure per
-instruction). Per kernel of the Triton suite, in fresh Triton caches:
+instruction). Per kernel of the Triton suite, cold (fresh Triton and flashsim caches, as a first run; a later
+run finds the cubin in Triton's disk cache and its disassembly in flashsim's):
 
     triton_s     Triton's compile for sm_90 (the JIT's warmup with a fresh TRITON_CACHE_DIR)
     flashsim_s   flashsim's preparation of that cubin (flashsim.cuda.RawModule + the kernel's Program)
@@ -44,12 +45,16 @@ def measure(name: str) -> dict:
     import flashsim.triton as ft
     from flashsim.gpu import triton_suite as S
 
+    from flashsim.sass import toolchain
+
     c = S.case(name)
     ins = S.inputs(c, 0)
     fn = c.kernel_fn()
-    with tempfile.TemporaryDirectory(prefix="bench-triton-cache-") as tmp:
-        saved = os.environ.get("TRITON_CACHE_DIR")
-        os.environ["TRITON_CACHE_DIR"] = tmp
+    with tempfile.TemporaryDirectory(prefix="bench-triton-cache-") as tmp, \
+            tempfile.TemporaryDirectory(prefix="bench-flashsim-cache-") as ftmp:
+        saved = os.environ.get("TRITON_CACHE_DIR"), os.environ.get("FLASHSIM_CACHE_DIR")
+        os.environ["TRITON_CACHE_DIR"], os.environ["FLASHSIM_CACHE_DIR"] = tmp, ftmp
+        toolchain._disassemble_cached.cache_clear()  # a cold start: nvdisasm runs, as in a new process
         try:
             fn.device_caches.clear()
             dev = {k: fc.asarray(np.ascontiguousarray(v)) for k, v in ins.items()}
@@ -64,10 +69,11 @@ def measure(name: str) -> dict:
             S.run_sim(c, ins)
             t3 = time.perf_counter()
         finally:
-            if saved is None:
-                os.environ.pop("TRITON_CACHE_DIR", None)
-            else:
-                os.environ["TRITON_CACHE_DIR"] = saved
+            for var, old in zip(("TRITON_CACHE_DIR", "FLASHSIM_CACHE_DIR"), saved):
+                if old is None:
+                    os.environ.pop(var, None)
+                else:
+                    os.environ[var] = old
             fn.device_caches.clear()
     return {"triton_s": t1 - t0, "flashsim_s": t2 - t1, "run_s": t3 - t2}
 

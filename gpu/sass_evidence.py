@@ -141,8 +141,10 @@ def compilers(traces: Path = COMPILER_TRACES) -> dict[str, dict]:
         for which, b in rep["builds"].items():
             for name, e in b["probes"].items():
                 if e["equal"] and not e["forms_missing"]:
-                    for form, lanes in e.get("executed", {}).items():
-                        credit(form, lanes=int(lanes))
+                    pr = form_probes.probe(name)
+                    lanes = e["cases"] * (pr.grid * pr.block if pr.uniform else pr.n)  # elements compared
+                    for form in e.get("executed", {}):
+                        credit(form, lanes=lanes)
     return forms
 
 
@@ -173,7 +175,7 @@ def merge(data: dict, extra: dict) -> dict:
             r["problems"] += n
         r["probe_cases"] += e["probe_cases"]
         r["form_probe_lanes"] = e["probe_cases"]
-    data.setdefault("provenance", {})["compilers"] = "traces/triton, traces/numba (H200, 2026-12-02)"
+    data.setdefault("provenance", {})["compilers"] = "NVIDIA H200, 2026-12-02 (traces/triton, traces/numba)"
     return data
 
 

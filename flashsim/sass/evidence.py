@@ -32,7 +32,8 @@ def rows() -> list[tuple[str, str, str]]:
 
     ev = load()
     prov = ev.get("provenance", {})
-    where = f"{prov.get('gpu', 'GPU')}, {prov.get('date', '')}".rstrip(", ")
+    base_where = f"{prov.get('gpu', 'GPU')}, {prov.get('date', '')}".rstrip(", ")
+    other_where = prov.get("compilers", "")
     out = []
     for op, fam in sorted(opcodes.table(), key=lambda t: (t[1], t[0])):
         seen = sorted((f, r) for f, r in ev.get("forms", {}).items()
@@ -41,12 +42,19 @@ def rows() -> list[tuple[str, str, str]]:
             out.append((op, fam, "modelled; no recorded H100 comparison executed it yet"))
             continue
         parts = []
+        sources = set()
         for form, r in seen:
+            own = {k for k in r["kernels"] if k.startswith(("triton:", "numba:"))}
+            if own or r.get("form_probe_lanes"):
+                sources.add(other_where)
+            if set(r["kernels"]) - own or r["probe_cases"] - r.get("form_probe_lanes", 0):
+                sources.add(base_where)
             bits = []
             if r["problems"]:
                 bits.append(f"ran in {r['problems']} kernel problems ({', '.join(sorted(r['kernels']))})")
             if r["probe_cases"]:
                 bits.append(f"{r['probe_cases']:,} probe lanes")
             parts.append(f"{form}: {'; '.join(bits)}")
+        where = "; ".join(sorted(w for w in sources if w)) or base_where
         out.append((op, fam, f"bit-exact on {where}: " + " | ".join(parts)))
     return out

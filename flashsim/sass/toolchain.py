@@ -295,8 +295,42 @@ def nvdisasm_path() -> str:
     return _program("nvdisasm")
 
 
+#: what keys the disk cache of disassemblies: the nvdisasm build (its output format) and the output mode
+_NVDISASM_KEY = "nvdisasm -json -g"
+
+
+def _disasm_cache_path(digest: str) -> Path | None:
+    d = cache_dir()
+    if d is None:
+        return None
+    tag = hashlib.sha256(f"{_NVDISASM_KEY}\0{_dist_version('nvidia-cuda-nvdisasm')}\0{nvdisasm_path()}".encode())
+    return d / f"{digest}.{tag.hexdigest()[:16]}.nvdisasm.json"
+
+
 @functools.lru_cache(maxsize=64)
 def _disassemble_cached(digest: str, cubin: bytes) -> tuple:
+    """nvdisasm's JSON of a cubin, kept on disk beside the cubin cache (a Triton kernel's cubin comes from
+    Triton's own cache on the next run; its disassembly then does not cost nvdisasm's second again)."""
+    path = _disasm_cache_path(digest)
+    if path is not None:
+        try:
+            return tuple(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            pass
+    doc = _run_nvdisasm(digest, cubin)
+    if path is not None:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+            with os.fdopen(fd, "w") as fh:
+                json.dump(list(doc), fh)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a read-only or full disk only costs the disassembly again
+    return doc
+
+
+def _run_nvdisasm(digest: str, cubin: bytes) -> tuple:
     with tempfile.TemporaryDirectory(prefix="flashsim-nvdisasm-") as tmp:
         path = os.path.join(tmp, "module.cubin")
         with open(path, "wb") as fh:

@@ -232,3 +232,11 @@ def test_a_fault_names_the_lane_address_and_triton_source_line():
     with pytest.raises(SimulatedFault, match=r"out-of-bounds global address: cta=2 warp=\d lane=\d+ .*test_triton.py:"):
         ft.launch(_unmasked_copy, (3,), x, out, BLOCK=128)
     assert not out.any()  # a launch that faulted copies nothing back
+
+
+def test_a_missing_triton_is_a_clear_error(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "triton", None)  # `import triton` now fails, as without the extra
+    with pytest.raises(ft.TritonUnavailable, match=r"flashsim.triton needs Triton 3.6.0 .*pip install 'flashsim\[triton\]'"):
+        ft.require()

@@ -240,3 +240,13 @@ def test_a_missing_triton_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton", None)  # `import triton` now fails, as without the extra
     with pytest.raises(ft.TritonUnavailable, match=r"flashsim.triton needs Triton 3.6.0 .*pip install 'flashsim\[triton\]'"):
         ft.require()
+
+
+@triton.jit
+def _printing(x_ptr, N: tl.constexpr):
+    tl.device_print("x", tl.load(x_ptr + tl.arange(0, N)))
+
+
+def test_device_print_is_refused_naming_the_kernel():
+    with pytest.raises(NotImplementedError, match=r"_printing.cubin: device-side printf .* is not modelled"):
+        ft.launch(_printing, (1,), _f32(64), N=64)

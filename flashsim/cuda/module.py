@@ -88,9 +88,10 @@ class RawModule:
         else:
             if not isinstance(cubin, (bytes, bytearray, memoryview)):
                 raise bad_argument("cubin", type(cubin).__name__, "expected the bytes of a cubin, fatbin or PTX")
-            self.loaded = load_binary(bytes(cubin), name="<cubin>", member=member)
+            label = name if name != "kernel.cu" else "<cubin>"  # a name given with cubin= labels the bytes
+            self.loaded = load_binary(bytes(cubin), name=label, member=member)
             data = self.loaded.cubin
-            self.source_name = "<cubin>"
+            self.source_name = label
         self.cubin = bytes(data)
         self.sha256 = hashlib.sha256(self.cubin).hexdigest()
         self._elf = Cubin(self.cubin, name=self.source_name)
@@ -123,6 +124,9 @@ class RawModule:
                 target = self._globals.get(sym)
                 if target is None and sym in self._elf.sections:
                     target = base.get(sym)
+                if target is None and sym in ("vprintf", "__assertfail"):
+                    raise NotImplementedError(f"{self.source_name}: device-side {'printf' if sym == 'vprintf' else 'assert'} "
+                                              f"({sym}; printf, tl.device_print, assert in a debug build) is not modelled")
                 if target is None:
                     raise NotImplementedError(f"relocation of constant bank {bank} against {sym!r} (not a module global)")
                 if rtype == R_CUDA_64:

@@ -123,12 +123,24 @@ def compile_kernel(k, argtypes: Sequence) -> Compiled:
     return out
 
 
-def _array_words(ty, addr: int, shape, strides_b, itemsize: int) -> list:
+def _array_words(addr: int, shape, strides_b, itemsize: int) -> list:
     """An array argument as numba's data model passes it: meminfo, parent, nitems, itemsize, data, shape,
     strides (bytes)."""
     n = int(np.prod(shape)) if len(shape) else 1
     return [np.uint64(0), np.uint64(0), np.int64(n), np.int64(itemsize), np.uint64(addr),
             *[np.int64(s) for s in shape], *[np.int64(s) for s in strides_b]]
+
+
+def pack(args: Sequence, types: Sequence, address_of) -> list:
+    """The kernel's parameters for ``args`` of numba ``types``: each array's words (``address_of(i)``: the
+    device address of argument i's data), each scalar as its type."""
+    flat = []
+    for i, (a, ty) in enumerate(zip(args, types)):
+        if hasattr(a, "shape") and hasattr(a, "strides") and not isinstance(a, np.generic):
+            flat += _array_words(address_of(i), a.shape, a.strides, a.itemsize)
+        else:
+            flat.append(_scalar(ty, a))
+    return flat
 
 
 def _scalar(ty, a):
@@ -155,15 +167,11 @@ class _Launch:
         stage = Stage()
         ok = False
         try:
-            flat = []
-            for i, (a, ty) in enumerate(zip(args, types)):
-                if isinstance(a, ndarray):
-                    flat += _array_words(ty, a.data.ptr, a.shape, a.strides, a.itemsize)
-                elif isinstance(a, np.ndarray):
-                    st = stage.put(a, f"argument {i}")
-                    flat += _array_words(ty, st.data_ptr(), a.shape, a.strides, a.itemsize)
-                else:
-                    flat.append(_scalar(ty, a))
+            def address_of(i):
+                a = args[i]
+                return a.data.ptr if isinstance(a, ndarray) else stage.put(a, f"argument {i}").data_ptr()
+
+            flat = pack(args, types, address_of)
             if self.shared_mem > fn.max_dynamic_shared_size_bytes:
                 fn.max_dynamic_shared_size_bytes = int(self.shared_mem)
             self.counters = fn(self.grid, self.block, tuple(flat), shared_mem=int(self.shared_mem),

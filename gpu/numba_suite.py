@@ -119,19 +119,13 @@ def run_sim(c: NCase, arrays: dict, cubin: bytes | None = None) -> dict[str, np.
 
 
 def _flat(c: NCase, args, ptr_of):
-    from flashsim.numba import _array_words, _numba_type, _scalar
+    from flashsim.numba import _numba_type, pack
 
-    flat = []
-    for i, a in enumerate(args):
-        ty = _numba_type(a, f"argument {i}")
-        if isinstance(a, np.ndarray):
-            flat += _array_words(ty, ptr_of(i), a.shape, a.strides, a.itemsize)
-        else:
-            flat.append(_scalar(ty, a))
-    return flat
+    return pack(args, [_numba_type(a, f"argument {i}") for i, a in enumerate(args)], ptr_of)
 
 
-def _launch_cubin_sim(c: NCase, cubin: bytes, args) -> None:
+def _launch_cubin_sim(c: NCase, cubin: bytes, args):
+    """``cubin`` in the interpreter on ``args`` (arrays updated in place); returns the kernel that ran."""
     import flashsim.cuda as fc
 
     mod = fc.RawModule(cubin=cubin)
@@ -140,6 +134,7 @@ def _launch_cubin_sim(c: NCase, cubin: bytes, args) -> None:
     fn(c.grid, c.block, tuple(_flat(c, args, lambda i: dev[i].data.ptr)), shared_mem=c.shared)
     for i, d in dev.items():
         args[i][...] = d.get()
+    return fn
 
 
 def _launch_gpu(c: NCase, fn, args, shared: int) -> None:

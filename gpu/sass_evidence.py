@@ -132,8 +132,14 @@ def compilers(traces: Path = COMPILER_TRACES) -> dict[str, dict]:
                 credit(form, f"triton:{c.name}")
     nrec = numba_suite.load_record(traces / "numba" / "numba_suite.npz")
     for c in numba_suite.CASES:
-        if c.name in nrec and not numba_suite.replay_case(c, nrec[c.name]):  # bit-identical to the GPU
-            for form in _forms_run(c, nrec[c.name]):
+        rec = nrec.get(c.name)
+        if rec is None:
+            continue
+        args = [rec[f"in/{a[1]}"].copy() if isinstance(a, tuple) else a for a in c.args]
+        fn = numba_suite._launch_cubin_sim(c, bytes(rec["cubin"]), args)
+        outs = {a[1]: args[i] for i, a in enumerate(c.args) if isinstance(a, tuple)}
+        if all(np.array_equal(numba_suite.bits(outs[k]), numba_suite.bits(rec[f"out/{k}"])) for k in c.outputs):
+            for form in fn._prog().executed_forms():
                 credit(form, f"numba:{c.name}")
     fp = traces / "triton" / "form_probes.json"
     if fp.exists():
@@ -146,19 +152,6 @@ def compilers(traces: Path = COMPILER_TRACES) -> dict[str, dict]:
                     for form in e.get("executed", {}):
                         credit(form, lanes=lanes)
     return forms
-
-
-def _forms_run(c, rec) -> set[str]:
-    import flashsim.cuda as fc
-    from flashsim.gpu import numba_suite
-
-    mod = fc.RawModule(cubin=bytes(rec["cubin"]))
-    fn = mod.get_function(mod.kernels[0])
-    arrays = {k: rec[f"in/{k}"] for k in c.arrays}
-    args = [arrays[a[1]].copy() if isinstance(a, tuple) else a for a in c.args]
-    dev = {i: fc.asarray(a) for i, a in enumerate(args) if isinstance(a, np.ndarray)}
-    fn(c.grid, c.block, tuple(numba_suite._flat(c, args, lambda i: dev[i].data.ptr)), shared_mem=c.shared)
-    return set(fn._prog().executed_forms())
 
 
 def merge(data: dict, extra: dict) -> dict:

@@ -136,6 +136,21 @@ def matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, BM: tl.constex
 
 # ------------------------------------------------------------------------------------------------ attention
 @triton.jit
+def _softmax_step(qk, m_i, qk_scale, start_n, offs_m, offs_n, STAGE: tl.constexpr):
+    # one KV block of the online softmax in exp2: the block's probabilities, the rescale of what came before,
+    # the new running maximum (STAGE 2, the diagonal block, masks the keys right of the query)
+    if STAGE == 2:
+        keep = offs_m[:, None] >= (start_n + offs_n[None, :])
+        qk = qk * qk_scale + tl.where(keep, 0, -1.0e6)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1))
+        qk -= m_ij[:, None]
+    else:
+        m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        qk = qk * qk_scale - m_ij[:, None]
+    return tl.math.exp2(qk), tl.math.exp2(m_i - m_ij), m_ij
+
+
+@triton.jit
 def _attn_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, start_m, qk_scale, N_CTX,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGE: tl.constexpr, offs_m, offs_n):
     # STAGE 1: the KV blocks left of the diagonal block (no mask); 2: the diagonal block (causal mask);
@@ -151,16 +166,7 @@ def _attn_inner(acc, l_i, m_i, q, k_ptrs, v_ptrs, stride_kn, stride_vn, start_m,
     for start_n in tl.range(lo, hi, BLOCK_N):
         k = tl.load(k_ptrs)
         qk = tl.dot(q, tl.trans(k))
-        if STAGE == 2:
-            keep = offs_m[:, None] >= (start_n + offs_n[None, :])
-            qk = qk * qk_scale + tl.where(keep, 0, -1.0e6)
-            m_ij = tl.maximum(m_i, tl.max(qk, 1))
-            qk -= m_ij[:, None]
-        else:
-            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-            qk = qk * qk_scale - m_ij[:, None]
-        p = tl.math.exp2(qk)
-        alpha = tl.math.exp2(m_i - m_ij)
+        p, alpha, m_ij = _softmax_step(qk, m_i, qk_scale, start_n, offs_m, offs_n, STAGE)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
         v = tl.load(v_ptrs)
@@ -224,16 +230,7 @@ def _attn_inner_desc(acc, l_i, m_i, q, desc_k, desc_v, offset_y, dtype: tl.const
         start_n = tl.multiple_of(start_n, BLOCK_N)
         k = desc_k.load([offsetk_y, 0]).T
         qk = tl.dot(q, k)
-        if STAGE == 2:
-            keep = offs_m[:, None] >= (start_n + offs_n[None, :])
-            qk = qk * qk_scale + tl.where(keep, 0, -1.0e6)
-            m_ij = tl.maximum(m_i, tl.max(qk, 1))
-            qk -= m_ij[:, None]
-        else:
-            m_ij = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-            qk = qk * qk_scale - m_ij[:, None]
-        p = tl.math.exp2(qk)
-        alpha = tl.math.exp2(m_i - m_ij)
+        p, alpha, m_ij = _softmax_step(qk, m_i, qk_scale, start_n, offs_m, offs_n, STAGE)
         l_ij = tl.sum(p, 1)
         acc = acc * alpha[:, None]
         v = desc_v.load([offsetv_y, 0])

@@ -111,10 +111,6 @@ def _call(c: Case, tensors: dict, make_desc) -> tuple[list, dict]:
     return args, dict(c.kwargs)
 
 
-def _grid(c: Case):
-    return tuple(c.grid)
-
-
 # ------------------------------------------------------------------------------------------------ the cases
 def _attn_cases() -> list[Case]:
     out = []
@@ -288,7 +284,7 @@ def run_sim(c: Case, arrays: dict[str, np.ndarray], *, exec_options=None):
     args, kw = _call(c, dev, _sim_desc)
     if c.scratch:
         triton.set_allocator(_allocator())
-    r = ft.launch(c.kernel_fn(), _grid(c), *args, exec_options=exec_options, **kw)
+    r = ft.launch(c.kernel_fn(), tuple(c.grid), *args, exec_options=exec_options, **kw)
     return {k: dev[k].get() for k in c.outputs}, r
 
 
@@ -381,7 +377,7 @@ def run_gpu_jit(c: Case, arrays: dict[str, np.ndarray]):
     if c.scratch:
         triton.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8, device="cuda"))
     args, kw = _call(c, dev, _gpu_desc)
-    ck = c.kernel_fn()[_grid(c)](*args, **kw)
+    ck = c.kernel_fn()[tuple(c.grid)](*args, **kw)
     torch.cuda.synchronize()
     return {k: _numpy_of(dev[k], arrays[k]) for k in c.outputs}, ck
 
@@ -401,7 +397,7 @@ def compile_sim_fresh(c: Case, arrays: dict[str, np.ndarray]) -> bytes:
             dev = {k: fc.asarray(np.ascontiguousarray(v)) for k, v in arrays.items()}
             args, kw = _call(c, dev, _sim_desc)
             with ft.device():
-                ck = fn.run(*args, grid=_grid(c), warmup=True, **kw)
+                ck = fn.run(*args, grid=tuple(c.grid), warmup=True, **kw)
             return bytes(ck.asm["cubin"])
         finally:
             if saved is None:
@@ -436,9 +432,7 @@ def run_gpu_cubin(c: Case, arrays: dict[str, np.ndarray], ck, cubin: bytes) -> d
     def mk(t, shape, block):
         from triton.tools.tensor_descriptor import TensorDescriptor
 
-        class _View(_Ptr):
-            pass
-        return TensorDescriptor(_View(t.a, t.dtype), list(shape), [shape[1], 1], list(block))
+        return TensorDescriptor(t, list(shape), [shape[1], 1], list(block))
 
     args, kw = _call(c, tensors, mk)
     bound = _bind(c, args, kw)
@@ -451,12 +445,12 @@ def run_gpu_cubin(c: Case, arrays: dict[str, np.ndarray], ck, cubin: bytes) -> d
         if ty.startswith("*"):
             raw.append(np.uint64(drv._pointer(v, "arg")).tobytes())
         elif ty == "nvTmaDesc":
-            raw.append(_gpu_tensor_map(v))
+            raw.append(v.data)  # the 128-byte CUtensorMap flashsim.triton encodes
         else:
             raw.append(drv._pack_scalar(ty, v, "arg"))
     scratch = []
     keep = []
-    grid = _grid(c) + (1,) * (3 - len(c.grid))
+    grid = tuple(c.grid) + (1,) * (3 - len(c.grid))
     for size, align in ((ck.metadata.global_scratch_size, ck.metadata.global_scratch_align),
                         (ck.metadata.profile_scratch_size, ck.metadata.profile_scratch_align)):
         if size:
@@ -470,10 +464,6 @@ def run_gpu_cubin(c: Case, arrays: dict[str, np.ndarray], ck, cubin: bytes) -> d
     fn(grid, (32 * ck.metadata.num_warps, 1, 1), kargs, shared_mem=ck.metadata.shared)
     cupy.cuda.Device().synchronize()
     return {k: cupy.asnumpy(dev[k]).view(arrays[k].dtype).reshape(arrays[k].shape) for k in c.outputs}
-
-
-def _gpu_tensor_map(v) -> bytes:
-    return v.data
 
 
 def _bind(c: Case, args, kw):

@@ -250,3 +250,11 @@ def _printing(x_ptr, N: tl.constexpr):
 def test_device_print_is_refused_naming_the_kernel():
     with pytest.raises(NotImplementedError, match=r"_printing.cubin: device-side printf .* is not modelled"):
         ft.launch(_printing, (1,), _f32(64), N=64)
+
+
+def test_a_read_just_past_a_staged_array_faults():
+    from flashsim.errors import SimulatedFault
+
+    x, out = _f32(130), np.zeros(256, np.float32)  # the second program reads x[128:256]: 2 in bounds, 126 past
+    with pytest.raises(SimulatedFault, match=r"out-of-bounds global address: cta=1 .* 0 bytes past the end"):
+        ft.launch(_unmasked_copy, (2,), x, out, BLOCK=128)

@@ -20,12 +20,10 @@ import tempfile
 from pathlib import Path
 
 from flashsim.errors import bad_argument
-from flashsim.sass.cubin import CubinError, elf_sm
+from flashsim.sass.cubin import EM_CUDA, FATBIN_MAGIC, CubinError, elf_sm
 
 __all__ = ["Loaded", "Member", "contents", "load", "elf_extent"]
 
-FATBIN_MAGIC = (b"\x50\xed\x55\xba", b"\xba\x55\xed\x50")
-EM_CUDA = 190
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,21 +131,13 @@ def _describe(members: list[Member]) -> str:
 
 
 def _kernel_names(data: bytes) -> list[str]:
+    """The kernels of an sm_90 cubin ([] for one flashsim cannot read: another SM, no kernels)."""
     from flashsim.sass.cubin import Cubin
 
     try:
         return sorted(Cubin(data).kernels)
     except CubinError:
         return []
-
-
-def _has_kernels(data: bytes) -> bool:
-    from flashsim.sass.cubin import Cubin
-
-    try:
-        return bool(Cubin(data).kernels)
-    except CubinError:
-        return False
 
 
 def _from_ptx(text: bytes, name: str) -> Loaded:
@@ -190,50 +180,50 @@ def load(data: bytes, *, name: str = "module", path: str | None = None, member: 
         raise CubinError(f"{name}: not a CUDA binary (first bytes {data[:8]!r}); expected a cubin, a fatbin, a host "
                          "object or library with device code, or PTX")
     kind = "fatbin" if is_fat else "host binary"
-    from flashsim.sass.toolchain import ToolchainError
-
-    try:
-        if path is None:
-            with tempfile.TemporaryDirectory(prefix="flashsim-binary-") as tmp:
-                f = os.path.join(tmp, "module.bin")
-                with open(f, "wb") as fh:
-                    fh.write(data)
-                try:
-                    members = contents(f)
-                except ToolchainError as exc:
-                    raise ToolchainError(str(exc).replace(f, name)) from None
-        else:
-            members = contents(path)
-    except ToolchainError as exc:
-        raise CubinError(f"{name}: not a readable {kind}: {exc}") from None
+    members = _members(data, name, kind, path)
     if member is not None:
         chosen = [m for m in members if m.name == member]
         if not chosen:
             raise bad_argument("member", member, f"not in {name} (it holds {_describe(members)})")
         m = chosen[0]
-        if m.kind == "ptx":
-            loaded = _from_ptx(m.data, f"{name}:{m.name}")
-            return dataclasses.replace(loaded, source=kind, member=m.name)
-        if m.arch != 90:
+        if m.kind == "elf" and m.arch != 90:
             raise CubinError(f"{name}: member {m.name} is SASS for sm_{m.arch}, not sm_90")
-        return Loaded(m.data, kind, m.name, "")
-    sass = [m for m in members if m.kind == "elf" and m.arch == 90]
-    with_kernels = [m for m in sass if _has_kernels(m.data)]
-    if len(with_kernels) == 1:
-        m = with_kernels[0]
-        return Loaded(m.data, kind, m.name, "")
+        return _take(m, name, kind)
+    with_kernels = [m for m in members if m.kind == "elf" and m.arch == 90 and _kernel_names(m.data)]
     if len(with_kernels) > 1:
         listing = "; ".join(f"{m.name}: {', '.join(_kernel_names(m.data))}" for m in with_kernels)
         raise bad_argument("member", None, f"{name} holds {len(with_kernels)} sm_90 cubins with kernels ({listing}): "
                                            "pick one with member=")
-    ptx = sorted((m for m in members if m.kind == "ptx" and m.arch <= 90), key=lambda m: -m.arch)
-    if ptx:
-        if len({m.arch for m in ptx}) < len(ptx) and len(ptx) > 1:
-            top = [m for m in ptx if m.arch == ptx[0].arch]
-            if len(top) > 1:
-                raise bad_argument("member", None, f"{name} holds {len(top)} PTX members for compute_{ptx[0].arch} "
-                                                   f"({', '.join(m.name for m in top)}): pick one with member=")
-        m = ptx[0]
-        loaded = _from_ptx(m.data, f"{name}:{m.name}")
-        return dataclasses.replace(loaded, source=kind, member=m.name)
+    if with_kernels:
+        return _take(with_kernels[0], name, kind)
+    # no sm_90 SASS: the PTX of the newest target an sm_90 device runs, as the driver picks it
+    ptx = [m for m in members if m.kind == "ptx" and m.arch <= 90]
+    top = [m for m in ptx if m.arch == max(p.arch for p in ptx)] if ptx else []
+    if len(top) > 1:
+        raise bad_argument("member", None, f"{name} holds {len(top)} PTX members for compute_{top[0].arch} "
+                                           f"({', '.join(m.name for m in top)}): pick one with member=")
+    if top:
+        return _take(top[0], name, kind)
     raise CubinError(f"{name}: no code an sm_90 device runs: it holds {_describe(members)}")
+
+
+def _members(data: bytes, name: str, kind: str, path: str | None) -> list[Member]:
+    """The members of a fatbin or host binary (written to a file for cuobjdump when it has none)."""
+    from flashsim.sass.toolchain import ToolchainError
+
+    with tempfile.TemporaryDirectory(prefix="flashsim-binary-") as tmp:
+        f = path
+        if f is None:
+            f = os.path.join(tmp, "module.bin")
+            with open(f, "wb") as fh:
+                fh.write(data)
+        try:
+            return contents(f)
+        except ToolchainError as exc:
+            raise CubinError(f"{name}: not a readable {kind}: {str(exc).replace(f, name)}") from None
+
+
+def _take(m: Member, name: str, kind: str) -> Loaded:
+    if m.kind == "ptx":
+        return dataclasses.replace(_from_ptx(m.data, f"{name}:{m.name}"), source=kind, member=m.name)
+    return Loaded(m.data, kind, m.name, "")

@@ -32,6 +32,7 @@ from flashsim.errors import FlashsimError, bad_argument
 __all__ = ["Cubin", "CubinError", "KernelInfo", "Param", "elf_sm"]
 
 EM_CUDA = 190
+FATBIN_MAGIC = (b"\x50\xed\x55\xba", b"\xba\x55\xed\x50")  # a fatbin's first word, either byte order
 ELFOSABI_CUDA = 0x41
 SUPPORTED_SM = 90
 
@@ -174,7 +175,7 @@ class Cubin:
         if text.startswith((b"//", b".version", b".target")):
             raise CubinError("this is PTX text, not a cubin: load it with flashsim.cuda.RawModule, which JIT-compiles "
                              "it (flashsim.sass.binaries)")
-        if head[:4] in (b"\x50\xed\x55\xba", b"\xba\x55\xed\x50"):
+        if head[:4] in FATBIN_MAGIC:
             raise CubinError("this is a fatbin: load it with flashsim.cuda.RawModule, which takes its sm_90 cubin "
                              "(flashsim.sass.binaries)")
         raise CubinError(f"not a cubin (first bytes {head[:8]!r}); expected an ELF file for sm_90")

@@ -36,10 +36,14 @@ class GlobalMemory:
         self._arrays_cache = None
         self._unwritten: dict[int, np.ndarray] = {}  # allocation -> per byte: written yet?
 
-    def alloc(self, nbytes: int, *, name: str = "", initialized: bool = True) -> int:
+    def alloc(self, nbytes: int, *, name: str = "", initialized: bool = True, misalign: int = 0) -> int:
+        """A new allocation of ``nbytes`` at an address ``misalign`` bytes past a 512-byte boundary (a copy of host
+        data keeps the host address's alignment), bounded exactly: an access outside it faults."""
         if not isinstance(nbytes, (int, np.integer)) or nbytes < 0:
             raise bad_argument("nbytes", nbytes, "expected a non-negative int")
-        addr = self._next
+        if not isinstance(misalign, (int, np.integer)) or not 0 <= misalign < ALIGN:
+            raise bad_argument("misalign", misalign, f"expected an int in 0..{ALIGN - 1}")
+        addr = self._next + int(misalign)
         size = max(int(nbytes), 1)
         buf = np.zeros((size + 15) // 16 * 16, np.uint8)  # padded so word views always exist
         self._starts.append(addr)

@@ -10,10 +10,9 @@ change no value in this in-order model. Shape modifiers (wgmma's m64nNkK, a tens
 
 from __future__ import annotations
 
-import os
 import re
 
-__all__ = ["HINTS", "MODIFIERS", "audit", "unmodelled"]
+__all__ = ["HINTS", "MODIFIERS", "unmodelled"]
 
 #: memory-ordering scopes, cache and eviction hints of loads, stores and atomics
 HINTS = frozenset({"STRONG", "WEAK", "GPU", "SYS", "CTA", "SM", "CONSTANT", "LU", "BYPASS", "EL", "EF", "EN", "NA",
@@ -171,13 +170,3 @@ def unmodelled(opcode: str, mods) -> list[str]:
         bad.append(m)
     return bad
 
-
-def audit(ins, odd) -> bool:
-    """With FLASHSIM_MODIFIERS_AUDIT=<file> (a maintainer's survey of the forms a test suite meets), note the
-    form in that file and let it run; without it (always, for users), False: the form is refused."""
-    path = os.environ.get("FLASHSIM_MODIFIERS_AUDIT")
-    if not path:
-        return False
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(f"{ins.opcode}\t{'.'.join(ins.mods)}\t{'.'.join(odd)}\t{ins.where()}\n")
-    return True

@@ -99,9 +99,8 @@ def _iadd3_64(ctx: Ctx):
     readers = []
     for j in (1, 2, 3):
         op = ops[j]
-        if op.kind == "imm":
+        if op.kind == "imm":  # '-0x2' parses as -2; 0x80000000 .. 0xffffffff are negative 32-bit fields
             v = int(op.value)
-            v = -v if op.neg and v > 0 else v  # the text's '-0x2' (parsed as a negative value or a '-' flag)
             v = v - (1 << 32) if 0x80000000 <= v < (1 << 32) else v
             readers.append(lambda m, v=np.uint64(v & 0xFFFFFFFFFFFFFFFF): v)
         elif op.neg:

@@ -433,12 +433,13 @@ def depbar(ctx: Ctx):
     ctx.need(ctx.ins.mods in ((), ("LE",)), f"{ctx.ins.name}")
     if ops and ops[0].kind == "sblist":
         ctx.need(len(ops) == 1 and ctx.ins.mods == (), f"{ctx.ins.text}")
-        ops = [Operand("sb", index=0), Operand("imm", value=0)] if ops[0].value & 1 else []
-    if ops and ops[0].kind == "sb" and ops[0].index == 0:
-        ctx.need(len(ops) >= 2 and ops[1].kind == "imm" and ("LE" in ctx.mods or ctx.ops[0].kind == "sblist"),
-                 f"{ctx.ins.text}")
+        n = 0 if ops[0].value & 1 else None  # SB0 in the set: every group
+    elif ops and ops[0].kind == "sb" and ops[0].index == 0:
+        ctx.need("LE" in ctx.mods and len(ops) >= 2 and ops[1].kind == "imm", f"{ctx.ins.text}")
         n = ops[1].value
-
+    else:
+        n = None
+    if n is not None:
         def run(m, ex):
             lanes = lanes_of(m, ex)
             cp_async_wait_group(m.smem, n, active=lanes)

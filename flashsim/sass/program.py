@@ -353,8 +353,6 @@ class Program:
                 f"SASS opcode {ins.name} is not modelled: {ins.where()}"))
         factory, _family = entry
         odd = modifiers.unmodelled(ins.opcode, ins.mods)
-        if odd and modifiers.audit(ins, odd):
-            odd = []
         if odd:
             return _raiser(NotImplementedError(
                 f"SASS {ins.name}: the modifier{'s' if len(odd) > 1 else ''} {', '.join('.' + m for m in odd)} of "

@@ -559,18 +559,6 @@ def ptxas_version(path: str | None = None) -> str:
     return m.group(0) if m else proc.stdout.strip().splitlines()[-1]
 
 
-_PTX_VERSION_RE = re.compile(rb"^\s*\.version\s+(\d+)\.(\d+)", re.M)
-_PTX_TARGET_RE = re.compile(rb"^\s*\.target\s+([\w, ]+)", re.M)
-
-
-def ptx_header(ptx: bytes | str) -> tuple[tuple[int, int] | None, str | None]:
-    """(the ``.version``, the ``.target``) of a PTX text, None where absent."""
-    data = ptx.encode() if isinstance(ptx, str) else bytes(ptx)
-    v = _PTX_VERSION_RE.search(data)
-    t = _PTX_TARGET_RE.search(data)
-    return ((int(v.group(1)), int(v.group(2))) if v else None, t.group(1).decode().strip() if t else None)
-
-
 def assemble_ptx(ptx: str | bytes, *, name: str = "module.ptx", arch: str = "sm_90", lineinfo: bool = True,
                  options: Sequence[str] = (), ptxas: str | None = None) -> bytes:
     """``ptx`` assembled for ``arch`` by whole-program ptxas (default :func:`ptxas_path`, CUDA 13.0: what the

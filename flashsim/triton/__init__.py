@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import hashlib
 from typing import Any, Iterator
 
@@ -65,7 +66,6 @@ def device(exec_options=None) -> Iterator[None]:
     and runs in the interpreter (``exec_options``: a flashsim.cuda.ExecOptions for the launches)."""
     triton = require()
     from flashsim.sass.machine import ExecOptions
-    from flashsim.triton.driver import make_driver
 
     if exec_options is not None and not isinstance(exec_options, ExecOptions):
         raise bad_argument("exec_options", exec_options, "expected None or a flashsim.cuda.ExecOptions")
@@ -80,15 +80,12 @@ def device(exec_options=None) -> Iterator[None]:
         cfg._active = previous
 
 
-_DRIVER = []
-
-
+@functools.lru_cache(maxsize=1)
 def _driver():
-    if not _DRIVER:
-        from flashsim.triton.driver import make_driver
+    """The one simulated-H100 driver of the process (Triton keys its kernel caches by the driver's device)."""
+    from flashsim.triton.driver import make_driver
 
-        _DRIVER.append(make_driver())
-    return _DRIVER[0]
+    return make_driver()
 
 
 @dataclasses.dataclass
@@ -130,7 +127,6 @@ def launch(fn, grid, *args, exec_options=None, **kwargs) -> Launched:
     from triton.runtime.autotuner import Autotuner, Heuristics
     from triton.runtime.jit import JITFunction
 
-    from flashsim.triton import driver as drv
     from flashsim.triton.staging import Stage
 
     inner = fn
@@ -146,7 +142,6 @@ def launch(fn, grid, *args, exec_options=None, **kwargs) -> Launched:
     try:
         sargs, skw = _stage_args(stage, args, kwargs)
         with device(exec_options):
-            drv._LAST.clear()
             try:
                 compiled = fn.run(*sargs, grid=grid, warmup=False, **skw)
             except triton.compiler.errors.CompilationError as exc:
@@ -157,11 +152,9 @@ def launch(fn, grid, *args, exec_options=None, **kwargs) -> Launched:
         ok = True
     finally:
         stage.finish(copy_back=ok)
-    cubin = compiled.asm["cubin"]
-    last = drv._LAST[-1] if drv._LAST else None
-    module = compiled.module
-    return Launched(compiled, hashlib.sha256(cubin).hexdigest(), module,
-                    last[1] if last else (0, 0, 0), last[2] if last else {})
+    launcher = compiled.run  # flashsim.triton.driver.SimLauncher: what it last ran
+    grid3, counters = launcher.last if launcher.last is not None else ((0, 0, 0), {})
+    return Launched(compiled, hashlib.sha256(compiled.asm["cubin"]).hexdigest(), compiled.module, grid3, counters)
 
 
 class _Kernel:

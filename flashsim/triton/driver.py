@@ -30,7 +30,7 @@ import numpy as np
 
 from flashsim.errors import FlashsimError, bad_argument
 
-__all__ = ["SimDriver", "TritonLaunchError", "H100_PROPERTIES", "TensorMapArg"]
+__all__ = ["H100_PROPERTIES", "SimLauncher", "TensorMapArg", "TritonLaunchError", "make_driver"]
 
 #: What ``driver.utils.get_device_properties`` reports for the simulated device: an H100 SXM (132 SMs, the
 #: 227 KiB a CTA may opt into, 64 Ki registers per SM), what kernels size persistent grids by.
@@ -205,7 +205,7 @@ class SimLauncher:
             raise NotImplementedError(f"num_ctas={self.num_ctas}: clusters of more than one CTA are not modelled")
         if getattr(metadata, "launch_cooperative_grid", False):
             raise NotImplementedError("launch_cooperative_grid: cooperative grid launches are not modelled")
-        self.last = None  # what the last launch ran: LaunchRecord
+        self.last = None  # the last launch: (grid, the interpreter's counters)
 
     def __call__(self, gridX, gridY, gridZ, stream, function, kernel_metadata, launch_metadata,
                  enter_hook, exit_hook, *args):
@@ -240,11 +240,13 @@ class SimLauncher:
                     if isinstance(user, _allocation.NullAllocator):
                         user(size, align, stream)  # raises Triton's own "no allocator was set" error
                     from flashsim.cuda.memory import device_memory
+                    from flashsim.sass.gmem import ALIGN
 
-                    addr = device_memory().alloc(total * num_ctas * size + align, name=f"triton {label}",
-                                                 initialized=False)
+                    if ALIGN % max(1, align):
+                        raise NotImplementedError(f"{label} aligned to {align} bytes (allocations are {ALIGN}-aligned)")
+                    addr = device_memory().alloc(total * num_ctas * size, name=f"triton {label}", initialized=False)
                     mem_allocs.append(addr)
-                    scratch.append((addr + align - 1) // align * align)
+                    scratch.append(addr)
                 else:
                     scratch.append(0)
             if total > 0:
@@ -314,13 +316,9 @@ class SimLauncher:
             args.append(np.frombuffer(b, np.dtype((np.void, len(b))))[0])
         from flashsim.triton import _current_options
 
-        opts = _current_options()
-        self.last = fn(grid, (32 * int(num_warps), 1, 1), tuple(args), shared_mem=int(shared), exec_options=opts)
-        _LAST.append((function, grid, self.last))
-        del _LAST[:-1]
-
-
-_LAST: list = []  # (function, grid, counters) of the last launch in this process
+        counters = fn(grid, (32 * int(num_warps), 1, 1), tuple(args), shared_mem=int(shared),
+                      exec_options=_current_options())
+        self.last = (grid, counters)
 
 
 def _tensordesc_map(arg, meta) -> TensorMapArg:
@@ -339,19 +337,14 @@ def _tensordesc_map(arg, meta) -> TensorMapArg:
                                         strides, 1 if arg.padding == "nan" else 0)
 
 
-def _driver_base():
-    from triton.backends.driver import DriverBase
-
-    return DriverBase
-
-
 def make_driver():
     """A driver instance for ``triton.runtime.driver.set_active`` (the class is built on first use, so that
     importing flashsim.triton does not import Triton)."""
     from triton.backends.compiler import GPUTarget
+    from triton.backends.driver import DriverBase
     from triton.backends.nvidia.driver import ty_to_cpp
 
-    class SimDriver(_driver_base()):
+    class SimDriver(DriverBase):
         """The simulated H100 as a Triton driver."""
 
         def __init__(self):
@@ -401,6 +394,3 @@ def make_driver():
             raise NotImplementedError("timing is not modelled")
 
     return SimDriver()
-
-
-SimDriver = make_driver  # the public name: SimDriver() builds one

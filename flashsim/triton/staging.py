@@ -3,9 +3,9 @@ copied back after it, as a kernel on the GPU reads and writes the tensors it is 
 
 A tensor is staged with the whole allocation it views (its numpy base buffer, its torch storage), so views
 of one buffer passed as several arguments alias each other as on the GPU, and an access past the view but
-inside the buffer reads what the GPU would read. The copy sits at the same address modulo 512 as the host
-data (flashsim.sass.gmem aligns allocations to 512 bytes, torch's CUDA allocator to 512), so Triton's 16-byte
-divisibility specialisation sees the alignment it sees on the GPU.
+inside the buffer reads what the GPU would read, and one past the buffer faults. The copy sits at the same
+address modulo 512 as the host data (flashsim.sass.gmem aligns allocations to 512 bytes, torch's CUDA allocator
+to 512), so Triton's 16-byte divisibility specialisation sees the alignment it sees on the GPU.
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ class _Buffer:
     """One host allocation and its copy in device memory."""
 
     host: Any  # a uint8 numpy view of the whole host buffer (writable unless read_only)
-    addr: int  # device address of host byte 0
-    base: int  # start of the device allocation
+    addr: int  # device address of host byte 0, the start of its allocation
     read_only: bool
     name: str
 
@@ -77,10 +76,9 @@ class Stage:
         buf = self.buffers.get(key)
         if buf is None:
             mem = device_memory()
-            base = mem.alloc(host.nbytes + _ALIGN, name=name)
-            addr = base + offset_mod % _ALIGN
+            addr = mem.alloc(host.nbytes, name=name, misalign=offset_mod % _ALIGN)
             mem.view(addr, host.nbytes)[...] = host
-            buf = self.buffers[key] = _Buffer(host, addr, base, read_only, name)
+            buf = self.buffers[key] = _Buffer(host, addr, read_only, name)
         return buf
 
     def _numpy(self, a: np.ndarray, what: str) -> Staged:
@@ -131,6 +129,6 @@ class Stage:
                     buf.host[...] = now
         finally:
             for buf in self.buffers.values():
-                mem.free(buf.base)
+                mem.free(buf.addr)
             self.buffers.clear()
 

@@ -17,6 +17,7 @@ Operand syntax (as nvdisasm prints sm_90 SASS)::
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -66,8 +67,12 @@ _FLOAT = re.compile(r"^[-+]?(\d+(\.\d*)?([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?)$")
 _CONST = re.compile(r"^c\[(0x[0-9a-fA-F]+)\]\[(.+)\]$")
 _MEM = re.compile(r"^(?:desc\[(UR\d+)\])?\[(.*)\]$")
 _GDESC = re.compile(r"^gdesc\[UR(\d+|Z)\]((?:\.\w+)*)$")
+# nvdisasm prints a NaN immediate without its payload: QNAN as the canonical NaN, SNAN as one signalling NaN.
+# Every float operation that reads an immediate gives the canonical NaN for any NaN input (the payload and
+# the quiet bit are not observable through them), so one pattern per class stands for all.
 _SPECIAL_FLOATS = {"+INF": 0x7F800000, "INF": 0x7F800000, "-INF": 0xFF800000, "+QNAN": 0x7FFFFFFF,
-                   "QNAN": 0x7FFFFFFF, "-QNAN": 0xFFFFFFFF}
+                   "QNAN": 0x7FFFFFFF, "-QNAN": 0xFFFFFFFF, "+SNAN": 0x7F800001, "SNAN": 0x7F800001,
+                   "-SNAN": 0xFF800001}
 
 
 def _reg_number(kind: str, num: str) -> int:
@@ -119,8 +124,9 @@ def _mem_parts(inner: str, full: str) -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def parse_operand(text: str) -> Operand:
-    """Parse one operand as nvdisasm prints it."""
+    """Parse one operand as nvdisasm prints it (operands are immutable: a text parses once per process)."""
     t = text.strip()
     full = t
     if t in _SPECIAL_FLOATS:

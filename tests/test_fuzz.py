@@ -1,0 +1,214 @@
+"""The differential fuzzer (flashsim.fuzz, flashsim.gpu.fuzz): its programs compile with both compilers and
+are defined (the interpreter, which refuses undefined shuffles, runs them), a planted interpreter bug is
+found and shrunk to a small program, and the H100 campaigns' corpora (traces/fuzz) replay bit-identically:
+a sample of every campaign's programs and every shrunk regression. Under --gpu a fresh campaign runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import lzma
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flashsim import fuzz as fz
+
+TRACES = Path(__file__).resolve().parents[1] / "traces" / "fuzz"
+HAVE_TRITON = importlib.util.find_spec("triton") is not None
+BUILDS = [b for b in fz.BUILDS if b != "ptxas128" or HAVE_TRITON]
+
+
+@pytest.fixture(scope="module")
+def programs():
+    return fz.draw_programs(24, 20261202)
+
+
+def test_programs_are_drawn_deterministically(programs):
+    again = fz.draw_programs(24, 20261202)
+    assert again == programs and len(programs) == 24
+    assert len({json.dumps(p, sort_keys=True) for p in programs}) == len(programs)
+    kinds = {s[0] for p in programs for s in p["body"]}
+    assert {"set", "if", "warp"} <= kinds
+
+
+@pytest.mark.parametrize("which", BUILDS)
+def test_programs_compile_and_run_defined(programs, which):
+    batch = fz.compile_batch(programs, which)
+    outs = fz.run_interp(batch)
+    ran = [o for o in outs if o.out is not None]
+    errors = [o.error for o in outs if o.error]
+    assert not errors, errors[:3]  # an undefined shuffle or a fault would be the generator's bug
+    assert len(ran) >= len(programs) // 4
+    for o, p in zip(outs, programs):
+        if o.out is not None:
+            n = p["grid"] * p["block"] * fz.NV
+            assert not (o.out[:n] == fz.SENTINEL).all(), "every thread writes its values"
+
+
+def test_masks_follow_the_executing_lanes():
+    # a data-dependent branch: the collectives inside use the ballot of the branch, the else side its complement
+    prog = {"v": fz.GENERATOR_VERSION, "block": 64, "grid": 1, "s": [5, 9], "seed": 3,
+            "body": [["if", "data", ["v", 0], [["warp", "redux_add", 1, ["k", 1], ["k", 0], 0, 32]],
+                      [["warp", "ballot", 2, ["k", 1], ["k", 0], 0, 32]]],
+                     ["ret", ["v", 3]],
+                     ["warp", "shfl_xor", 4, ["lane"], ["k", 0], 1, 32]]}
+    src = fz.render(prog)
+    assert "__ballot_sync(m0, c" in src and "__reduce_add_sync(t" in src and "(m0 & ~t" in src
+    assert "m0 = __ballot_sync(m0, !r" in src
+    # after an early return the lanes are no longer known statically: xor becomes a pick among the survivors
+    assert "__shfl_xor_sync" not in src and "__fns(m0" in src
+    batch = fz.compile_batch([prog], "nvrtc13")
+    (o,) = fz.run_interp(batch)
+    table, _, _ = fz.inputs(prog)
+    out = o.out[:64 * fz.NV].reshape(64, fz.NV)
+    for w in range(2):
+        lanes = np.arange(32 * w, 32 * w + 32)
+        taken = (table[lanes * fz.NV] & 1) != 0
+        ballot = sum(1 << int(k) for k in np.flatnonzero(~taken))
+        # taken lanes add their warp's count of taken lanes; the others xor the ballot of the not-taken lanes
+        assert np.array_equal(out[lanes[taken], 1], table[lanes[taken] * fz.NV + 1] ^ np.uint32(taken.sum()))
+        assert np.array_equal(out[lanes[~taken], 2], table[lanes[~taken] * fz.NV + 2] ^ np.uint32(ballot))
+
+
+def test_static_masks_prove_shuffles():
+    full = 0xFFFFFFFF
+    assert fz._shfl_ok("xor", 1, 32, full)
+    assert not fz._shfl_ok("xor", 1, 32, 0x55555555)  # odd lanes are not in the set
+    assert fz._shfl_ok("xor", 4, 32, 0x33333333) and not fz._shfl_ok("xor", 2, 32, 0x33333333)
+    assert fz._shfl_ok("up", 3, 8, 0x0000FFFF)  # lanes below delta in a segment keep their own value
+    assert not fz._shfl_ok("down", 1, 32, 0x0000FFFF)  # lane 15 reads lane 16
+    assert fz._shfl_ok("down", 1, 16, 0x0000FFFF)
+
+
+def test_bad_programs_are_refused():
+    with pytest.raises(ValueError, match="block"):
+        fz.render({"block": 33, "grid": 1, "body": []})
+    with pytest.raises(ValueError, match="statement"):
+        fz.render({"block": 32, "grid": 1, "s": [0, 0], "seed": 0, "body": [["jump"]]})
+    with pytest.raises(ValueError, match="which"):
+        fz.build("", "clang")
+
+
+@contextmanager
+def _planted_brev_bug():
+    """BREV's top bit flipped for inputs with bit 0 set, in this process only (the workers stay correct)."""
+    from flashsim.sass import opcodes  # noqa: F401 - registers the semantics
+    from flashsim.sass.program import SEMANTICS
+
+    factory, family = SEMANTICS["BREV"]
+
+    def planted(ctx):
+        run = factory(ctx)
+        src = ctx.raw(1)
+        wd = ctx.dst(0)
+
+        def wrong(m, ex):
+            a = np.asarray(src(m), np.uint32).copy()
+            run(m, ex)
+            bad = (a & np.uint32(1)) == 1
+            if bad.any():
+                cur = np.asarray(m.R[ctx.ops[0].index]).copy()
+                wd(m, np.where(bad, cur ^ np.uint32(0x80000000), cur).astype(np.uint32), ex)
+        return wrong
+
+    SEMANTICS["BREV"] = (planted, family)
+    try:
+        yield
+    finally:
+        SEMANTICS["BREV"] = (factory, family)
+
+
+def _fake_gpu(cubin, progs, names):
+    with _planted_brev_bug():
+        outs = fz.run_interp(fz.Batch(list(progs), "planted", cubin))
+    # a planted bug may also send a shuffle to a lane outside its mask: the "GPU" then gives zeros
+    return [[o.out, o.out.copy()] if o.out is not None else [np.zeros(1, np.uint32)] * 2 for o in outs]
+
+
+def test_a_planted_bug_is_found_and_shrunk(tmp_path):
+    from flashsim.gpu import fuzz as gf
+
+    rep = gf.campaign(60, 11, builds=["nvrtc13"], workers=2, per=30, gpu=_fake_gpu, shrink_seconds=300,
+                      shrink_budget=250, corpus=tmp_path / "c.jsonl.xz", log=lambda *_: None)
+    assert rep["differences"], "programs with __brev of odd values must differ"
+    s = rep["shrunk"][0]
+    assert s["first"] is not None  # the shrunk program still differs
+    assert fz._size(s["prog"]["body"]) < fz._size(rep["differences"][0]["prog"]["body"])
+    assert any(f in s["source"] for f in ("__brev", "__fns", "__ffs"))  # __fns and __ffs compile to BREV, FLO
+    gf.write_report({**rep, "provenance": {"name": "test"}}, tmp_path)
+    assert (tmp_path / "fuzz_report.md").read_text().count("```cuda") == len(rep["shrunk"])
+    with lzma.open(tmp_path / "c.jsonl.xz", "rt") as fh:
+        rows = [json.loads(line) for line in fh]
+    assert len(rows) == rep["stats"]["nvrtc13"]["compared"]
+
+
+# ---------------------------------------------------------------------------------------------- the H100
+def _campaigns():
+    return sorted(p for p in TRACES.glob("*/fuzz_report.json"))
+
+
+def test_the_h100_campaigns_found_no_difference():
+    reps = _campaigns()
+    if not reps:
+        pytest.skip("no H100 campaign recorded under traces/fuzz yet (python -m flashsim.gpu.fuzz)")
+    for path in reps:
+        rep = json.loads(path.read_text())
+        assert rep["provenance"]["compute_capability"] == "9.0", path
+        open_diffs = [d for d in rep["differences"] if not d.get("fixed_by")]
+        assert not open_diffs, (path, open_diffs[:2])
+
+
+def _sample_rows():
+    rows = []
+    for path in sorted(TRACES.glob("*/sample.jsonl.xz")):
+        with lzma.open(path, "rt") as fh:
+            rows += [json.loads(line) for line in fh]
+    return rows
+
+
+@pytest.mark.parametrize("which", BUILDS)
+def test_recorded_programs_replay_bit_identically(which):
+    rows = [r for r in _sample_rows() if which in r["gpu"]]
+    if not rows:
+        pytest.skip("no recorded sample for this build under traces/fuzz")
+    progs = [r["prog"] for r in rows]
+    bad = []
+    for k in range(0, len(progs), 40):
+        part = progs[k:k + 40]
+        outs = fz.run_interp(fz.compile_batch(part, which))
+        for r, o in zip(rows[k:k + 40], outs):
+            if o.out is None or fz.digest(o.out) != r["gpu"][which]:
+                bad.append((r["chunk"], r["i"], o.refused or o.error))
+    assert not bad, bad[:5]
+
+
+def test_shrunk_regressions_replay():
+    regs = []
+    for path in sorted(TRACES.glob("*/regressions.json")):
+        regs += json.loads(path.read_text())
+    if not regs:
+        pytest.skip("no shrunk regression recorded under traces/fuzz")
+    for r in regs:
+        if r["build"] not in BUILDS:
+            continue
+        (o,) = fz.run_interp(fz.compile_batch([r["prog"]], r["build"]))
+        assert o.out is not None, o.refused or o.error
+        assert [int(x) for x in o.out] == r["gpu_out"], r["source"]
+
+
+@pytest.mark.gpu
+def test_a_fresh_campaign_on_the_gpu(tmp_path):
+    import os
+    import time
+
+    from flashsim.gpu import fuzz as gf
+
+    seed = int(time.time()) % 100_000
+    rep = gf.campaign(80, seed, builds=BUILDS, workers=min(4, os.cpu_count() or 1), per=20,
+                      corpus=tmp_path / "c.jsonl.xz", log=lambda *_: None)
+    assert sum(s["compared"] for s in rep["stats"].values()) > 0
+    assert not rep["differences"], (seed, rep["shrunk"][:1])
+    assert not rep["errors"], (seed, rep["errors"][:1])

@@ -37,7 +37,8 @@ import numpy as np
 
 from flashsim.errors import FlashsimError, bad_argument
 
-__all__ = ["BUILDS", "NV", "Batch", "Outcome", "build", "digest", "draw_programs", "inputs", "program_forms",
+__all__ = ["BUILDS", "NV", "Batch", "Outcome", "build", "digest", "draw_program", "draw_programs", "inputs",
+           "program_forms",
            "programs", "render", "render_module", "run_interp", "shrink", "GENERATOR_VERSION"]
 
 #: bump when the generator or the renderer changes what a program means (recorded in every corpus)
@@ -277,31 +278,33 @@ def programs(max_stmts: int = 28, max_depth: int = 3):
     return program()
 
 
-def draw_programs(n: int, seed: int, **kw) -> list[dict]:
-    """``n`` programs drawn from :func:`programs` by hypothesis, deterministically from ``seed`` (for a
-    given hypothesis version; a corpus records its programs, not only the seed)."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hseed
+def _provider():
+    """hypothesis' own choice provider, without the literal constants it harvests from the modules imported
+    so far (they would make a program depend on what else the process has imported)."""
+    from hypothesis.internal.conjecture.providers import Constants, HypothesisProvider
 
-    if n < 0:
+    class Provider(HypothesisProvider):
+        _local_constants = Constants()
+
+    return Provider
+
+
+def draw_program(seed: int, **kw) -> dict:
+    """One program of :func:`programs`, drawn from a ``random.Random(seed)`` choice stream: the same
+    program for the same seed and hypothesis release, in any process."""
+    import random
+
+    from hypothesis.internal.conjecture.data import ConjectureData
+
+    data = ConjectureData(random=random.Random(seed), provider=_provider(), max_choices=200_000)
+    return data.draw(programs(**kw))
+
+
+def draw_programs(n: int, seed: int, **kw) -> list[dict]:
+    """``n`` programs (:func:`draw_program` of seeds derived from ``seed``)."""
+    if not isinstance(n, int) or n < 0:
         raise bad_argument("n", n, "expected a count >= 0")
-    out: list[dict] = []
-    seen: set[str] = set()
-    round_ = 0
-    while len(out) < n and round_ < 50:
-        # hypothesis starts from its simplest example: later rounds draw more than they need
-        @settings(max_examples=max(1, n - len(out)) if round_ == 0 else max(20, 2 * (n - len(out))), database=None, phases=[Phase.generate], deadline=None,
-                  suppress_health_check=list(HealthCheck))
-        @hseed(seed * 1000 + round_)
-        @given(programs(**kw))
-        def collect(p):
-            key = json.dumps(p, sort_keys=True)
-            if key not in seen and len(out) < n:
-                seen.add(key)
-                out.append(p)
-        collect()
-        round_ += 1
-    return out
+    return [draw_program(seed * 1_000_003 + k, **kw) for k in range(n)]
 
 
 # ---------------------------------------------------------------------------------------------- rendering

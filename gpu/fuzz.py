@@ -156,6 +156,14 @@ def campaign(n: int, seed: int, *, builds: Sequence[str] = fz.BUILDS, workers: i
     forms: dict[str, dict[str, int]] = {}
     refusals: dict[str, int] = {}
     diffs, errors, undefined = [], [], []
+    error_counts: dict[str, int] = {}
+
+    def error(entry: dict) -> None:
+        # grouped by message (without PC and line); a few programs kept per group, so the report stays small
+        key = f"{entry['kind']}: {refusal_key(entry['message'])[:300]}"
+        error_counts[key] = error_counts.get(key, 0) + 1
+        if error_counts[key] <= 3:
+            errors.append(entry)
     sink = lzma.open(corpus, "wt", encoding="utf-8") if corpus else None
     done = 0
     ctx = mp.get_context("spawn")
@@ -180,8 +188,8 @@ def campaign(n: int, seed: int, *, builds: Sequence[str] = fz.BUILDS, workers: i
                 st = stats[which]
                 st["compile_errors"] += len(entry["compile_errors"])
                 for i, msg in entry["compile_errors"]:
-                    errors.append({"kind": "compile", "build": which, "chunk": res["chunk"], "i": i,
-                                   "prog": progs[i], "message": msg})
+                    error({"kind": "compile", "build": which, "chunk": res["chunk"], "i": i, "prog": progs[i],
+                           "message": msg})
                 if entry["cubin"] is None:
                     continue
                 index = entry["index"]
@@ -196,12 +204,13 @@ def campaign(n: int, seed: int, *, builds: Sequence[str] = fz.BUILDS, workers: i
                         continue
                     if o.error:
                         st["interp_errors"] += 1
-                        errors.append({"kind": "interp", "build": which, "chunk": res["chunk"], "i": i,
-                                       "prog": progs[i], "message": o.error[-800:]})
+                        error({"kind": "interp", "build": which, "chunk": res["chunk"], "i": i, "prog": progs[i],
+                               "message": o.error[-800:]})
                         continue
                     if _differs(g0, g1):
                         st["gpu_undefined"] += 1
-                        undefined.append({"build": which, "chunk": res["chunk"], "i": i, "prog": progs[i]})
+                        if len(undefined) < 20:
+                            undefined.append({"build": which, "chunk": res["chunk"], "i": i, "prog": progs[i]})
                         continue
                     st["compared"] += 1
                     record[i]["gpu"][which] = fz.digest(g0)
@@ -247,7 +256,8 @@ def campaign(n: int, seed: int, *, builds: Sequence[str] = fz.BUILDS, workers: i
     return {"programs": done * per, "chunks_done": done, "seed": seed, "per_chunk": per, "builds": list(builds),
             "stats": stats, "forms": dict(sorted(forms.items())), "refusals": dict(sorted(refusals.items(),
                                                                                           key=lambda t: -t[1])),
-            "differences": diffs, "shrunk": shrunk, "errors": errors, "gpu_undefined": undefined,
+            "differences": diffs, "shrunk": shrunk, "errors": errors, "error_counts": error_counts,
+            "gpu_undefined": undefined,
             "seconds": round(time.time() - t0, 1)}
 
 
@@ -290,6 +300,9 @@ def write_report(report: dict, out: Path) -> None:
                      f"{s['compile_errors']} | {s['gpu_undefined']} |")
     lines += ["", f"{len(report['forms'])} SASS forms executed in compared programs.", "", "## Refusals", ""]
     lines += [f"- {n:,} x {k}" for k, n in report["refusals"].items()] or ["none"]
+    lines += ["", "## Interpreter and compile errors", ""]
+    lines += [f"- {n:,} x {k}" for k, n in sorted(report.get("error_counts", {}).items(), key=lambda t: -t[1])] or \
+        ["none"]
     lines += ["", "## Differences (shrunk)", ""]
     for s in report["shrunk"]:
         lines += [f"### {s['build']}: {s['first']}", "", "```cuda", s["source"], "```", ""]

@@ -66,16 +66,25 @@ def test_numpy_and_flashsim_arrays_and_scalars(compiles):
     assert np.array_equal(dout.get(), out)
 
 
-def test_a_python_float_is_a_float64_parameter_and_doubles_are_refused(compiles):
+def test_a_python_float_is_a_float64_parameter_and_computes_in_double(compiles):
     from flashsim.gpu import numba_kernels as K
 
-    x, y, out = np.arange(8, dtype=np.float32), np.zeros(8, np.float32), np.zeros(8, np.float32)
+    from fractions import Fraction
+
+    x = np.arange(1, 33, dtype=np.float32) * np.float32(1.37)
+    y, out = np.linspace(-3, 3, 32, dtype=np.float32), np.zeros(32, np.float32)
     import numba
 
     comp = fnb.compile_kernel(K.axpy, [numba.float64, *(numba.typeof(a) for a in (x, y, out))])
     assert ".param .f64" in comp.ptx  # numba types 0.1 as float64, as it does for a GPU launch
-    with pytest.raises(NotImplementedError, match="F2F.F64.F32"):  # double precision is not modelled yet
-        fnb.kernel(K.axpy)[1, 32](0.1, x, y, out)
+    fnb.kernel(K.axpy)[1, 32](0.1, x, y, out)  # x widened (F2F.F64.F32), 0.1 * x + y in double, rounded to f32
+    xd, yd = x.astype(np.float64), y.astype(np.float64)
+    if "fma.rn.f64" in comp.ptx:  # NVVM fused the multiply and the add: one rounding to double
+        want = np.array([float(Fraction(0.1) * Fraction(float(a)) + Fraction(float(b))) for a, b in zip(xd, yd)])
+    else:
+        want = 0.1 * xd + yd
+    assert np.array_equal(out, want.astype(np.float32))
+    assert (out != np.float32(0.1) * x + y).any()  # f32 arithmetic differs somewhere: the double path ran
 
 
 def test_bad_launch_configurations_and_arguments():

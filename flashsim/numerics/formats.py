@@ -91,6 +91,9 @@ FORMATS = {f.name: f for f in (F16, BF16, F32)}
 E4M3 = FloatFormat("e4m3", 4, 3, np.uint8, nan_only=True)  # max 448, no Inf, NaN only S.1111.111
 E5M2 = FloatFormat("e5m2", 5, 2, np.uint8)  # IEEE-style: Inf and NaNs, max 57344
 FP8_FORMATS = {f.name: f for f in (E4M3, E5M2)}
+# binary64, the D* instructions' format (flashsim.numerics.fp64): uint64 patterns. Kept out of FORMATS, whose
+# conversions and float views are the 16- and 32-bit formats'.
+F64 = FloatFormat("f64", 11, 52, np.uint64)
 
 
 def format_named(name: str, argname: str = "fmt") -> FloatFormat:
@@ -203,9 +206,11 @@ def round_exact(sign, mag, exp, fmt: FloatFormat, mode: str = "rn", *, sticky=No
     # bit diagram of the encoding:  [sign | exponent field | fraction]
     #   value = kept * 2^q with kept < 2^(m+1); the field arithmetic below also covers subnormals
     #   (kept < 2^m, q = emin - m) and the carry out of a full significand (kept == 2^(m+1)).
-    body = (q - (fmt.emin - m)) * (1 << m) + kept.astype(np.int64)
-    body = np.where(kept == 0, 0, body)
-    overflow = body >= fmt.inf
+    #   The field index is capped at the all-ones field (an index past it overflows all the same) and the
+    #   encoding is built in uint64, so that binary64 (F64) fits too.
+    fidx = np.minimum(q - (fmt.emin - m), fmt.exp_mask).astype(np.uint64)
+    body = np.where(kept == 0, np.uint64(0), fidx * np.uint64(1 << m) + kept)
+    overflow = body >= np.uint64(fmt.inf)
     if satfinite:
         over_val = np.full(body.shape, fmt.max_finite, np.int64)
     elif mode == "rn":
@@ -216,8 +221,8 @@ def round_exact(sign, mag, exp, fmt: FloatFormat, mode: str = "rn", *, sticky=No
         over_val = np.where(neg, fmt.inf, fmt.max_finite)
     else:
         over_val = np.where(neg, fmt.max_finite, fmt.inf)
-    body = np.where(overflow, over_val, body)
-    out = body + sign * fmt.sign_bit
+    body = np.where(overflow, np.asarray(over_val).astype(np.uint64), body)
+    out = body | (sign.astype(np.uint64) << np.uint64(fmt.nbits - 1))
     return out.astype(fmt.dtype)
 
 

@@ -5,8 +5,8 @@ Instructions": fma, add, mul).
 Each half is one fused operation rounded once: f16/bf16 operands are exact in float64, their product
 is exact (22 / 16 significand bits), the sum is formed in float64 rounded to odd (>= 26 bits, so a
 single final rounding to 11 / 8 bits is correct) and rounded with the instruction's mode. Subnormals are
-kept unless .ftz; a NaN result is the canonical 0x7FFF. ``add`` is ``fma(a, 1, b)`` and ``mul`` is
-``fma(a, b, -0)``: one rounding each, exactly as the separate operations.
+kept unless .ftz; a NaN result is 0x7FFF (the PTX ISA leaves it unspecified). ``add`` is ``fma(a, 1, b)``
+and ``mul`` is ``fma(a, b, -0)``: one rounding each, exactly as the separate operations.
 """
 
 from __future__ import annotations
@@ -55,9 +55,10 @@ def fma(a, b, c, *, fmt: str = "f16", rnd: str = "rn", ftz: bool = False, sat: b
         v = to_value(out, f, False)
         one = np.uint16(0x3C00 if fmt == "f16" else 0x3F80)
         out = np.where(v > 1.0, one, np.where(~(v > 0.0), np.uint16(0), out)).astype(np.uint16)
-    if relu:  # negative results (and NaN) become +0
+    if relu:  # negative results become +0; a NaN result is the canonical NaN (PTX ISA, fma: ".relu clamps the
+        # result to 0 if negative. NaN result is converted to canonical NaN"); -0 is kept (unmeasured)
         v = to_value(out, f, False)
-        out = np.where(np.isnan(v) | (v < 0), np.uint16(0), out).astype(np.uint16)
+        out = np.where(v < 0, np.uint16(0), out).astype(np.uint16)
     return out
 
 

@@ -25,7 +25,8 @@ import numpy as np
 
 from flashsim.errors import FlashsimError
 
-__all__ = ["Instr", "Operand", "SassParseError", "parse_instruction", "parse_operand", "RZ", "URZ", "PT"]
+__all__ = ["Instr", "Operand", "SassParseError", "f64_immediate", "parse_instruction", "parse_operand", "RZ", "URZ",
+           "PT"]
 
 RZ = 255
 URZ = 63
@@ -75,6 +76,24 @@ _SPECIAL_FLOATS = {"+INF": 0x7F800000, "INF": 0x7F800000, "-INF": 0xFF800000, "+
                    "-SNAN": 0xFF800001}
 
 
+_SPECIAL_F64 = {"+INF": 0x7FF0000000000000, "INF": 0x7FF0000000000000, "-INF": 0xFFF0000000000000}
+
+
+def f64_immediate(text: str) -> int | None:
+    """The binary64 bits of a double-precision instruction's immediate (DADD R2, R4, 1.5): the instruction
+    encodes the double's high word (its low word is zero) and nvdisasm prints that double's value in
+    decimal, so the text is read as a float64 (an ``fimm`` Operand's ``value`` holds f32 bits instead).
+    None when the text names no such double: a NaN (nvdisasm prints no payload), or a value whose low word
+    is not zero."""
+    t = text.strip()
+    if t in _SPECIAL_F64:
+        return _SPECIAL_F64[t]
+    if not _FLOAT.match(t):
+        return None
+    bits = int(np.array(float(t), np.float64).view(np.uint64))
+    return bits if bits & 0xFFFFFFFF == 0 else None
+
+
 def _reg_number(kind: str, num: str) -> int:
     if num == "Z":
         return RZ if kind == "R" else URZ
@@ -85,8 +104,10 @@ def _reg_number(kind: str, num: str) -> int:
 
 def _f32_bits(text: str) -> int:
     # nvdisasm prints f32 immediates with enough digits to round-trip; converting through float64 then
-    # float32 (round to nearest) restores the encoded bits.
-    return int(np.array(float(text), np.float64).astype(np.float32).view(np.uint32))
+    # float32 (round to nearest) restores the encoded bits. (A double-precision instruction's immediate may
+    # lie beyond f32's range: its bits are read from the text again, f64_immediate.)
+    with np.errstate(over="ignore"):
+        return int(np.array(float(text), np.float64).astype(np.float32).view(np.uint32))
 
 
 def _mem_parts(inner: str, full: str) -> dict:

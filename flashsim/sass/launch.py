@@ -135,12 +135,12 @@ class Launch:
         raw = bytes(data[off:off + width])
         return np.frombuffer(raw, np.uint64 if width == 8 else np.uint32)[0]
 
-    def const_gather(self, bank: int, idx: np.ndarray, width: int, ins, m):
+    def const_gather(self, bank: int, idx: np.ndarray, width: int, ins, m, lanes=None):
         data = self.banks.get(bank)
         if data is None:
             raise NotImplementedError(f"constant bank {bank} is not in this module: {ins.where()}")
         idx = np.asarray(idx, np.int64)
-        lanes = (m.st == 0)
+        lanes = (m.st == 0) if lanes is None else np.asarray(lanes, bool)
         lanes = np.broadcast_to(lanes, idx.shape) if idx.shape == lanes.shape else np.ones(idx.shape, bool)
         bad = lanes & ((idx < 0) | (idx + width > len(data)) | (idx % 4 != 0))
         if bad.any():

@@ -220,6 +220,7 @@ class Machine:
         self.poll = None  # called every 1024 scheduling steps (POLL_MASK): a worker looks for a cancelled run
         self.sync = None  # flashsim.sass.asyncstate.AsyncState, made by the first Hopper synchronisation
         self.gmma = None  # flashsim.sass.ops_gmma.WgmmaState, made by the first HGMMA / QGMMA
+        self.inline = False  # running a collective region's body (run_inline)
 
     def async_state(self):
         """The batch's mbarrier / bulk-copy / register-pool state (created at first use)."""
@@ -392,11 +393,18 @@ class Machine:
         # lanes waiting at BSYNC/WARPSYNC: a warp whose waiting lanes cover every lane they wait for
         # (the barrier's lanes that have not exited) moves on together.
         freed = False
+        collective = self.program.collective_release
         for a, w in {(int(a), int(w)) for a, w, _ in np.argwhere(self.st == WAIT)}:
-            lanes = self.st[a, w] == WAIT
-            pcs = np.unique(self.pc[a, w][lanes])
+            pcs = np.unique(self.pc[a, w][self.st[a, w] == WAIT])
             for p in pcs:
+                release = collective.get(int(p))
+                if release is not None:  # WARPSYNC.COLLECTIVE / .EXCLUSIVE: its groups run their region
+                    freed = release(self, a, w) or freed
+                    continue
+                lanes = self.st[a, w] == WAIT  # (a released region moves lanes of this warp)
                 at = lanes & (self.pc[a, w] == p)
+                if not at.any():
+                    continue
                 need = self.wait_need[a, w][at][0]
                 need_mask = ((need >> np.arange(32, dtype=np.uint64)) & 1).astype(bool)
                 alive = need_mask & (self.st[a, w] != EXITED) & (self.st[a, w] != NONE)
@@ -407,6 +415,42 @@ class Machine:
                 freed = True
         return freed
 
+    def run_inline(self, pcs, lanes: np.ndarray) -> None:
+        """Run the straight-line instructions at ``pcs`` now, one after the other, for ``lanes`` only (a warp
+        collective's region, flashsim.sass.ops_ctrl), each with a scheduling step's bookkeeping."""
+        prog = self.program
+        probe = self.probe
+        nw = int(lanes.any(axis=2).sum())
+        self.inline = True
+        try:
+            for pc in pcs:
+                self.pc[lanes] = pc
+                self.steps += 1
+                prog.hits[pc >> 4] += 1
+                self.warp_steps += nw
+                prog.warp_hits[pc >> 4] += nw
+                if self.steps > self.options.max_steps:
+                    self._over_budget(pc, lanes)
+                self.clock += self.options.clock_step
+                if self.sync is not None:
+                    self.sync.before(self, pc, lanes)
+                if self.gmma is not None:
+                    self.gmma.before(self, pc, lanes)
+                if probe is not None and probe.watch_before and pc in probe.watch_before:
+                    probe.at_pc(self, pc, lanes, "before")
+                try:
+                    nxt = prog.compiled[pc](self, lanes)
+                except SimulatedFault as exc:
+                    if getattr(exc, "pc", None) is None:
+                        raise self._locate(exc, pc) from None
+                    raise
+                if nxt is not None:
+                    raise RuntimeError(f"{prog.describe(pc)} moved lanes inside a collective region")
+                if probe is not None and probe.watch_after and pc in probe.watch_after:
+                    probe.at_pc(self, pc, lanes, "after")
+        finally:
+            self.inline = False
+
     def wait_at(self, lanes: np.ndarray, pc: int, need: np.ndarray) -> None:
         """Park ``lanes`` at ``pc`` until every live lane of ``need`` (per lane, uint32 masks) is there."""
         self.leave_together()
@@ -415,6 +459,7 @@ class Machine:
         self.wait_need[lanes] = np.broadcast_to(need, lanes.shape)[lanes]
 
     def _deadlock(self):
+        self._collective_stuck()
         lines = []
         graph = []
         blocked = (self.st == WAIT) | (self.st == BAR) | (self.st == PARK)
@@ -442,6 +487,29 @@ class Machine:
         exc = BarrierDeadlock(msg)
         exc.graph = graph
         raise exc
+
+    def _collective_stuck(self) -> None:
+        """Nothing can run while lanes wait at a WARPSYNC.COLLECTIVE / .EXCLUSIVE for lanes of their mask that
+        are elsewhere: refuse (which lanes the GPU would run that collective with is not modelled)."""
+        sites = self.program.collective_release
+        if not sites:
+            return
+        stuck = (self.st == WAIT) & np.isin(self.pc, np.fromiter(sites, np.int64))
+        if not stuck.any():
+            return
+        a, w, l = (int(v) for v in np.argwhere(stuck)[0])
+        pc = int(self.pc[a, w, l])
+        need = int(self.wait_need[a, w, l])
+        st = self.st[a, w]
+        away = [j for j in range(32) if need >> j & 1 and st[j] not in (EXITED, NONE)
+                and not (st[j] == WAIT and self.pc[a, w, j] == pc)]
+        elsewhere = sorted({int(self.pc[a, w, j]) for j in away})
+        raise NotImplementedError(
+            f"a warp collective in divergent code (WARPSYNC with mask {need:#010x}) at {self.program.describe(pc)} "
+            f"waits for lanes {away} of {location(cta=int(self.cta_ids[a]), warp=w)}, which are at "
+            + ", ".join(self.program.describe(p) for p in elsewhere)
+            + " and cannot come: lanes of one mask at different collective sites (or a mask naming lanes that never "
+            "arrive) are not modelled")
 
     def _wait_site(self, a: int, w: int, pc: int) -> str:
         """Where the lanes of warp (a, w) blocked at ``pc`` wait, in source terms. An mbarrier wait that

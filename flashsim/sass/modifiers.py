@@ -4,7 +4,8 @@
 A semantic reads the modifiers it knows; one it has never met (UIADD3.64 before it was modelled: a 64-bit add
 taken for a 32-bit one) would otherwise be dropped in silence. The sets are the modifiers of every form that
 flashsim's kernels, probes and recorded cubins contain (NVRTC 13.0, ptxas 13.0 and 12.8, Triton, numba-cuda),
-each read by its semantic, plus the memory instructions' ordering and cache hints (:data:`HINTS`), which
+and the differential fuzzer's programs compile to (the SIMD and DPX integer intrinsics, bf16x2 arithmetic:
+tests/test_sass_video.py), each read by its semantic, plus the memory instructions' ordering and cache hints (:data:`HINTS`), which
 change no value in this in-order model. Shape modifiers (wgmma's m64nNkK, a tensor copy's rank) are patterns.
 """
 
@@ -23,6 +24,8 @@ ICMP = frozenset({'EQ', 'NE', 'LT', 'LE', 'GT', 'GE'})
 BOPS = frozenset({'AND', 'OR', 'XOR'})
 SHAPE = frozenset({re.compile(r"64x\d+x(8|16|32)")})
 DIMS = frozenset({re.compile(r"[1-5]D")})
+#: the packed 16-bit lanes of the integer min/max forms (__vmaxu2, __vimax3_s16x2, __viaddmin_u16x2, ...)
+SIMD16 = frozenset({'U16x2', 'S16x2'})
 
 MODIFIERS: dict[str, frozenset] = {
     "ATOM": frozenset({'32', '64', 'ADD', 'AND', 'CAS', 'DEC', 'E', 'EXCH', 'F32', 'FTZ', 'INC', 'MAX', 'MIN', 'OR', 'POPC', 'RN', 'S32', 'S64', 'SAFEADD', 'U32', 'U64', 'XOR'}) | HINTS,
@@ -33,7 +36,7 @@ MODIFIERS: dict[str, frozenset] = {
     "BMOV": frozenset({'32'}),
     "BMSK": frozenset({'W'}),
     "BPT": frozenset({'TRAP'}),
-    "BRA": frozenset({'ANY', 'DIV', 'U'}),
+    "BRA": frozenset({'ANY', 'CONV', 'DIV', 'U'}),
     "BREAK": frozenset(),
     "BREV": frozenset(),
     "BRX": frozenset(),
@@ -44,13 +47,18 @@ MODIFIERS: dict[str, frozenset] = {
     "CCTLL": frozenset({'IVALL'}),
     "CGAERRBAR": frozenset(),
     "CS2R": frozenset(),
+    "DADD": frozenset({'RM', 'RP', 'RZ'}),
     "DEPBAR": frozenset({'LE'}),
+    "DFMA": frozenset({'RM', 'RP', 'RZ'}),
+    "DMUL": frozenset({'RM', 'RP', 'RZ'}),
+    "DSETP": FCMP | BOPS | frozenset({'MAX', 'MIN'}),
     "ELECT": frozenset(),
+    "ENDCOLLECTIVE": frozenset(),
     "ERRBAR": frozenset(),
     "EXIT": frozenset(),
-    "F2F": frozenset({'BF16', 'F16', 'F32', 'FTZ', 'RM', 'RP', 'RZ'}),
+    "F2F": frozenset({'BF16', 'F16', 'F32', 'F64', 'FTZ', 'RM', 'RP', 'RZ'}),
     "F2FP": frozenset({'BF16', 'F16', 'F32', 'MERGE_C', 'PACK_AB', 'RELU', 'RZ', 'SATFINITE'}),
-    "F2I": frozenset({'CEIL', 'FLOOR', 'FTZ', 'NTZ', 'S64', 'TRUNC', 'U32', 'U64'}),
+    "F2I": frozenset({'CEIL', 'F64', 'FLOOR', 'FTZ', 'NTZ', 'S64', 'TRUNC', 'U32', 'U64'}),
     "FADD": frozenset({'FTZ', 'RM', 'RP', 'RZ', 'SAT'}),
     "FCHK": frozenset(),
     "FENCE": frozenset({'ASYNC', 'S', 'VIEW'}),
@@ -58,16 +66,16 @@ MODIFIERS: dict[str, frozenset] = {
     "FLO": frozenset({'SH', 'U32'}),
     "FMNMX": frozenset({'FTZ', 'NAN'}),
     "FMUL": frozenset({'FTZ', 'RM', 'RP', 'RZ', 'SAT'}),
-    "FRND": frozenset({'CEIL', 'F32', 'FLOOR', 'FTZ', 'TRUNC'}),
+    "FRND": frozenset({'CEIL', 'F32', 'F64', 'FLOOR', 'FTZ', 'TRUNC'}),
     "FSEL": frozenset(),
     "FSETP": FCMP | BOPS | frozenset({'FTZ'}),
-    "HADD2": frozenset({'F32'}),
-    "HFMA2": frozenset({'MMA'}),
+    "HADD2": frozenset({'F32', 'BF16_V2'}),
+    "HFMA2": frozenset({'MMA', 'BF16_V2'}),
     "HGMMA": frozenset({'BF16', 'F16', 'F32', 'TF32'}) | SHAPE,
     "HMMA": frozenset({'16816', '1688', 'BF16', 'F16', 'F32'}),
-    "HMUL2": frozenset(),
+    "HMUL2": frozenset({'BF16_V2'}),
     "HSET2": FCMP | BOPS | frozenset({'BF', 'FTZ', 'BF16_V2'}),
-    "I2F": frozenset({'RM', 'RP', 'RZ', 'S64', 'U32', 'U64', 'S8', 'U8', 'S16', 'U16'}),
+    "I2F": frozenset({'F64', 'RM', 'RP', 'RZ', 'S64', 'U32', 'U64', 'S8', 'U8', 'S16', 'U16'}),
     "I2FP": frozenset({'F32', 'RZ', 'S32', 'U32'}),
     "IABS": frozenset(),
     "IADD3": frozenset({'X'}),
@@ -123,7 +131,7 @@ MODIFIERS: dict[str, frozenset] = {
     "UFLO": frozenset({'SH', 'U32'}),
     "UIABS": frozenset(),
     "UIADD3": frozenset({'64', 'X'}),
-    "UIMAD": frozenset({'U32', 'WIDE'}),
+    "UIMAD": frozenset({'U32', 'WIDE', 'X'}),
     "UIMNMX": frozenset({'RELU', 'U32'}),
     "UISETP": ICMP | BOPS | frozenset({'U32', 'EX'}),
     "ULDC": frozenset({'64', 'U8', 'S8', 'U16', 'S16'}),
@@ -145,13 +153,15 @@ MODIFIERS: dict[str, frozenset] = {
     "UTMAREDG": frozenset({'ADD', 'AND', 'DEC', 'INC', 'MAX', 'MIN', 'OR', 'XOR'}) | DIMS,
     "UTMASTG": frozenset() | DIMS,
     "VABSDIFF": frozenset({'U32'}),
-    "VIADD": frozenset(),
-    "VIADDMNMX": frozenset({'U32'}),
-    "VIMNMX": frozenset({'RELU', 'U32'}),
+    "VABSDIFF4": frozenset({'U8', 'ACC'}),
+    "VIADD": frozenset({'16x2'}),
+    "VIADDMNMX": SIMD16 | frozenset({'RELU', 'U32'}),
+    "VIMNMX": SIMD16 | frozenset({'RELU', 'U32'}),
+    "VIMNMX3": SIMD16 | frozenset({'RELU', 'U32'}),
     "VOTE": frozenset({'ALL', 'ANY'}),
     "VOTEU": frozenset({'ALL', 'ANY'}),
     "WARPGROUP": frozenset({'ARRIVE', 'DEPBAR', 'LE'}),
-    "WARPSYNC": frozenset({'ALL', 'COLLECTIVE'}),
+    "WARPSYNC": frozenset({'ALL', 'COLLECTIVE', 'EXCLUSIVE'}),
     "YIELD": frozenset(),
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from flashsim.sass import ops_ctrl, ops_float, ops_gmma, ops_half, ops_int, ops_mem, ops_sync, ops_warp  # noqa: F401
 from flashsim.sass import ops_tma  # noqa: F401
+from flashsim.sass import ops_double  # noqa: F401
 from flashsim.sass.program import SEMANTICS
 
 __all__ = ["table"]

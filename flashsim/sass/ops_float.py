@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from flashsim.numerics import cvt as cvt_mod
-from flashsim.numerics import fp32, sfu
-from flashsim.numerics.formats import F32, round_exact
+from flashsim.numerics import fp32, fp64, sfu
+from flashsim.numerics.formats import F32, F64, round_exact
+from flashsim.sass.isa import RZ
 from flashsim.sass.program import Ctx, semantic
 
 _RND = {"RN": "rn", "RZ": "rz", "RM": "rm", "RP": "rp"}
@@ -199,20 +200,33 @@ def mufu(ctx: Ctx):
 
 @semantic("F2FP", family="cvt")
 def f2fp(ctx: Ctx):
-    # F2FP.{F16,BF16}.F32.PACK_AB d, a, b: d = {hi: cvt.rn(a), lo: cvt.rn(b)} (cvt.rn.{f16x2,bf16x2}.f32 d, a, b)
+    # F2FP[.SATFINITE][.RELU].{F16,BF16}.F32.PACK_AB[.RZ] d, a, b: d = {hi: cvt(a), lo: cvt(b)}
+    # (cvt.{rn,rz}{.relu}{.satfinite}.{f16x2,bf16x2}.f32 d, a, b; ptxas also builds a scalar cvt to f16 or
+    # bf16 from it with a = RZ). F2FP[...].MERGE_C[.RZ] d, a, c: the scalar cvt{...}.{f16,bf16}.f32 of a in
+    # d's low half; its high half is taken from c's (ptxas only emits c = RZ and masks the high half off, so
+    # the high half never reaches a program: with another c the instruction refuses).
     mods = ctx.mods
-    ctx.need("PACK_AB" in mods and "F32" in mods, f"F2FP form {ctx.ins.name}")
-    relu = "RELU" in mods
+    pack = "PACK_AB" in mods
+    ctx.need("F32" in mods and pack != ("MERGE_C" in mods), f"F2FP form {ctx.ins.name}")
+    ctx.need(not ({"RM", "RP"} & mods), f"F2FP rounding {ctx.ins.name}")  # cvt.f16x2 has .rn and .rz only
+    relu, sat = "RELU" in mods, "SATFINITE" in mods
+    rnd = "rz" if "RZ" in mods else "rn"
     to = "bf16" if "BF16" in mods else "f16"
-    ctx.need(not ({"RZ", "RM", "RP", "SATFINITE"} & mods), f"F2FP rounding {ctx.ins.name}")
+    ctx.need(len(ctx.ops) == 3, f"{ctx.ins.text}")
     ra, rb = ctx.f32(1), ctx.f32(2)
+    if not pack:
+        ctx.need(ctx.ops[2].kind == "r" and ctx.ops[2].index == RZ,
+                 f"{ctx.ins.text} (MERGE_C with a high half other than RZ's)")
     wd = ctx.dst(0)
     conv = cvt_mod.f32_to_bf16 if to == "bf16" else cvt_mod.f32_to_f16
 
     def run(m, ex):
         a, b = _bc(ra(m), rb(m))
-        hi = np.asarray(conv(a, "rn", relu=relu), np.uint32)
-        lo = np.asarray(conv(b, "rn", relu=relu), np.uint32)
+        hi = np.asarray(conv(a, rnd, relu=relu, satfinite=sat), np.uint32)
+        if not pack:
+            wd(m, hi, ex)  # (c = RZ: a zero high half)
+            return
+        lo = np.asarray(conv(b, rnd, relu=relu, satfinite=sat), np.uint32)
         wd(m, (hi << np.uint32(16)) | lo, ex)
     return run
 
@@ -227,22 +241,22 @@ def _f32_value(bits: np.ndarray, ftz: bool) -> np.ndarray:
 
 @semantic("F2I", family="cvt")
 def f2i(ctx: Ctx):
-    # F2I[.FTZ][.U32|.S64|.U64][.TRUNC|.FLOOR|.CEIL][.NTZ] d, a: cvt.rni/rzi/rmi/rpi.{s,u}{32,64}.f32 --
-    # round to an integer, saturate to the type's range; NaN gives 0 (32-bit) or 0x8000000000000000 (64-bit)
+    # F2I[.FTZ][.U32|.S64|.U64][.F64][.TRUNC|.FLOOR|.CEIL][.NTZ] d, a: cvt.rni/rzi/rmi/rpi.{s,u}{32,64}.{f32,f64}
+    # -- round to an integer, saturate to the type's range; NaN gives 0 (32-bit) or 0x8000000000000000 (64-bit)
     mods = ctx.mods
     ftz = "FTZ" in mods
     rnd = "rz" if "TRUNC" in mods else "rm" if "FLOOR" in mods else "rp" if "CEIL" in mods else "rn"
     dst = "u32" if "U32" in mods else "s64" if "S64" in mods else "u64" if "U64" in mods else "s32"
-    ctx.need(not ({"F64", "F16"} & mods), f"F2I source type in {ctx.ins.name}")
-    ra = ctx.f32(1)
+    ctx.need("F16" not in mods and not ({"F64", "FTZ"} <= mods), f"F2I source type in {ctx.ins.name}")
+    double = "F64" in mods  # a binary64 source (a register pair): every value is exact in float64
+    ra = ctx.f64(1) if double else ctx.f32(1)
     wide = dst.endswith("64")
     wd = ctx.dst64(0) if wide else ctx.dst(0)
     lo, hi = {"s32": (-2.0**31, 2.0**31 - 1), "u32": (0.0, 2.0**32 - 1), "s64": (-2.0**63, 2.0**63 - 1024),
               "u64": (0.0, 2.0**64 - 2048)}[dst]
 
     def run(m, ex):
-        (a,) = _bc(ra(m))
-        x = _f32_value(a, ftz)
+        x = fp64.values(ra(m)) if double else _f32_value(_bc(ra(m))[0], ftz)
         with np.errstate(invalid="ignore"):
             r = {"rz": np.trunc, "rm": np.floor, "rp": np.ceil, "rn": np.rint}[rnd](x)
         nan = np.isnan(r)
@@ -257,14 +271,16 @@ def f2i(ctx: Ctx):
             out = np.where(x >= 2.0**64, np.uint64(0xFFFFFFFFFFFFFFFF), r.astype(np.uint64))
         if wide:
             # measured on the H100 (probe_f2i64, 2026-11-24): a NaN converts to 0x8000000000000000 in all
-            # eight 64-bit forms, signed and unsigned alike (the 32-bit forms give 0, as the PTX ISA says)
+            # eight 64-bit forms, signed and unsigned alike (the 32-bit forms give 0, as the PTX ISA says);
+            # assumed of the .F64 forms too (probe_d2i of gpu/double_probes.py measures them)
             out = np.where(nan, np.uint64(0x8000000000000000), out)
         wd(m, out, ex)
     return run
 
 
-def int_to_f32(v: np.ndarray, signed: bool, rnd: str) -> np.ndarray:
-    """An integer (int64 / uint64 array) rounded to f32 bits with ``rnd`` (cvt.rn/rz/rm/rp.f32.{s,u}XX)."""
+def int_to_float(v: np.ndarray, signed: bool, rnd: str, fmt=F32) -> np.ndarray:
+    """An integer (int64 / uint64 array) rounded to ``fmt`` bits (F32 or F64) with ``rnd``
+    (cvt.rn/rz/rm/rp.{f32,f64}.{s,u}XX)."""
     v = np.asarray(v)
     if signed:
         neg = v < 0
@@ -277,14 +293,16 @@ def int_to_f32(v: np.ndarray, signed: bool, rnd: str) -> np.ndarray:
     sticky = big & ((mag & np.uint64(1)) != 0)
     mag = np.where(big, mag >> np.uint64(1), mag)
     exp = big.astype(np.int64)
-    return np.asarray(round_exact(neg, mag.astype(np.int64), exp, F32, rnd, sticky=sticky), np.uint32)
+    return np.asarray(round_exact(neg, mag.astype(np.int64), exp, fmt, rnd, sticky=sticky), fmt.dtype)
 
 
 @semantic("I2F", "I2FP", family="cvt")
 def i2f(ctx: Ctx):
-    # I2F[.F32][.S32|.U32|.S64|.U64][.RN|.RZ|.RM|.RP] d, a (I2FP.F32.{S32,U32}: the same, round to nearest)
+    # I2F[.F32|.F64][.S32|.U32|.S64|.U64][.RN|.RZ|.RM|.RP] d, a (I2FP.F32.{S32,U32}: the same, round to
+    # nearest); .F64 writes a register pair (exact from 32-bit sources)
     mods = ctx.mods
-    ctx.need(not ({"F64", "F16", "BF16"} & mods), f"I2F destination type in {ctx.ins.name}")
+    ctx.need(not ({"F16", "BF16"} & mods), f"I2F destination type in {ctx.ins.name}")
+    fmt = F64 if "F64" in mods else F32
     src = "u32" if "U32" in mods else "s64" if "S64" in mods else "u64" if "U64" in mods else "s32"
     # .S8 / .U8 / .S16 / .U16 (cvt.f32.{s,u}{8,16}): the low 8 or 16 bits of the register, sign- or
     # zero-extended (form_probes: probe_i2f_sub); every such value is exact in f32
@@ -292,8 +310,8 @@ def i2f(ctx: Ctx):
     ctx.need(sub is None or len({"S8", "U8", "S16", "U16", "U32", "S64", "U64"} & mods) == 1,
              f"I2F source type in {ctx.ins.name}")
     rnd = _rnd(ctx)
-    ra = ctx.u64(1) if src.endswith("64") else ctx.raw(1)
-    wd = ctx.dst(0)
+    ra = ctx.u64(1, imm_high=True) if src.endswith("64") else ctx.raw(1)
+    wd = ctx.dst64(0) if fmt is F64 else ctx.dst(0)
 
     if sub is not None:
         bits = 8 if sub.endswith("8") else 16
@@ -304,7 +322,7 @@ def i2f(ctx: Ctx):
             v = (a & np.uint32((1 << bits) - 1)).astype(np.int64)
             if signed_sub:
                 v = np.where(v >= (1 << (bits - 1)), v - (1 << bits), v)
-            wd(m, int_to_f32(v, signed_sub, rnd), ex)
+            wd(m, int_to_float(v, signed_sub, rnd, fmt), ex)
         return run_sub
 
     def run(m, ex):
@@ -317,7 +335,7 @@ def i2f(ctx: Ctx):
             v = np.asarray(a, np.uint64).view(np.int64)
         else:
             v = np.asarray(a, np.uint64)
-        wd(m, int_to_f32(v, src[0] == "s", rnd), ex)
+        wd(m, int_to_float(v, src[0] == "s", rnd, fmt), ex)
     return run
 
 
@@ -362,9 +380,11 @@ def hadd2(ctx: Ctx):
 def f2f(ctx: Ctx):
     # F2F.{F16,BF16}.F32[.RZ|.RM|.RP][.SATFINITE][.RELU] d, a: cvt.<rnd>.{f16,bf16}.f32 of one value; the
     # 16-bit result lands in the low half of d, the high half is zero (ptxas stores (u32)h from it
-    # without masking). Other directions (f64, integer widths) are not modelled.
+    # without masking). f32 <-> f64: _f2f_double; other directions (f16 <-> f64, integer widths) are not modelled.
     mods = ctx.mods
     names = ctx.ins.mods
+    if tuple(names[:2]) in (("F32", "F64"), ("F64", "F32")):
+        return _f2f_double(ctx)
     ctx.need(len(names) >= 2 and names[0] in ("F16", "BF16") and names[1] == "F32", f"F2F form {ctx.ins.name}")
     extra = mods - {"F16", "BF16", "F32", "RN", "RZ", "RM", "RP", "SATFINITE", "RELU", "FTZ"}
     ctx.need(not extra, f"F2F modifiers {'.'.join(sorted(extra))}")
@@ -380,6 +400,21 @@ def f2f(ctx: Ctx):
     return run
 
 
+def _f2f_double(ctx: Ctx):
+    # F2F.F32.F64[.RZ|.RM|.RP] d, a: cvt.<rnd>.f32.f64, IEEE with subnormal results (ptxas builds the .ftz
+    # form from it and a flush of its own: a DSETP on |a| and an FMUL by 2^-126); F2F.F64.F32 d, a: cvt.f64.f32,
+    # exact into a register pair (numerics.fp64)
+    names = ctx.ins.mods
+    ctx.need(not (ctx.mods - {"F32", "F64", "RZ", "RM", "RP"}), f"F2F modifiers of {ctx.ins.name}")
+    if names[0] == "F32":
+        rnd = _rnd(ctx)
+        ra, wd = ctx.f64(1), ctx.dst(0)
+        return lambda m, ex: wd(m, fp64.to_f32(ra(m), rnd), ex)
+    ctx.need(not ({"RZ", "RM", "RP"} & ctx.mods), f"F2F form {ctx.ins.name}")
+    ra, wd = ctx.f32(1), ctx.dst64(0)
+    return lambda m, ex: wd(m, fp64.from_f32(ra(m)), ex)
+
+
 _FRND = {"FLOOR": np.floor, "CEIL": np.ceil, "TRUNC": np.trunc}
 
 
@@ -389,6 +424,11 @@ def frnd(ctx: Ctx):
     # integral float (ties to even by default); zeros keep their sign (ceil(-0.5) = -0); NaN gives the
     # canonical NaN
     mode = next((k for k in _FRND if k in ctx.mods), None)
+    if "F64" in ctx.mods:  # FRND.F64[.FLOOR|.CEIL|.TRUNC]: cvt.r*i.f64.f64 on a register pair (numerics.fp64)
+        ctx.need(not (ctx.mods - {"FLOOR", "CEIL", "TRUNC", "F64"}), f"{ctx.ins.name}")
+        rnd = {"FLOOR": "rm", "CEIL": "rp", "TRUNC": "rz", None: "rn"}[mode]
+        rd, wd64 = ctx.f64(1), ctx.dst64(0)
+        return lambda m, ex: wd64(m, fp64.round_integral(rd(m), rnd), ex)
     ctx.need(not (ctx.mods - {"FLOOR", "CEIL", "TRUNC", "FTZ", "F32"}), f"{ctx.ins.name}")
     ftz = "FTZ" in ctx.mods
     f = _FRND[mode] if mode else np.rint

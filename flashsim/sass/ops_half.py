@@ -3,7 +3,22 @@ flashsim.numerics.half. ``HADD2.F32`` (one half widened to f32) stays with the f
 
 Operands: a register (``.H0_H0`` / ``.H1_H1`` broadcast one half to both, ``-``/``|..|`` act on each
 half), RZ, or an immediate pair printed ``hi, lo`` (two tokens, the high half first: ptxas loads
-32-bit constants as ``HFMA2.MMA Rd, -RZ, RZ, hi, lo``).
+32-bit constants as ``HFMA2.MMA Rd, -RZ, RZ, hi, lo``). nvdisasm prints the immediates of a .BF16_V2 form as
+bf16 values (``3, 0.5`` is 0x40403F00; ``9.183549615799121156e-41`` the smallest subnormal); one that is not
+exactly a bf16 (f16) value is refused. A NaN immediate is printed without its payload (``+QNAN``): it reads
+as one NaN, which gives these instructions the same result as any other NaN (the NaN rule below).
+
+The bf16x2 forms (HFMA2[.MMA].BF16_V2, HADD2.BF16_V2, HMUL2.BF16_V2: ``fma.rn.bf16x2``, ``add.rn.bf16x2``,
+``mul.rn.bf16x2``, which NVRTC 13.0 and ptxas 12.8 emit for __hfma2 / __hadd2 / __hsub2 / __hmul2 / __hneg2 /
+__habs2 on __nv_bfloat162; __hadd2 is mostly HFMA2.MMA.BF16_V2 d, a, 1, 1, b and __hmul2 HFMA2 d, a, b, -RZ)
+follow the PTX ISA (9.7.4, "Half Precision Floating-Point Instructions"): each half one IEEE operation with
+a single round to nearest even; subnormal inputs and results kept (these forms have no .ftz); -0 as IEEE 754
+(x + (-x) = +0, -0 + -0 = -0, the sign of a zero product the XOR of the signs). The NaN they return the PTX
+ISA leaves unspecified ("Half-precision instructions return an unspecified NaN"); flashsim gives 0x7FFF, the
+upper half of the f32 canonical NaN 0x7FFFFFFF and what flashsim's cvt.rn.bf16.f32 gives a NaN. For these
+bf16x2 instructions that rule is not measured: the differential fuzzer's bfadd2 / bffma2 (flashsim.fuzz),
+whose operands include bf16 NaN and infinity halves (0x7FC00000, 0x7FA00000, 0xFFC00000, 0x7F807F80), decide
+it on the GPU. .RELU (whose NaN rule, canonical NaN per the PTX ISA, and -0 rule are unmeasured) stays refused.
 """
 
 from __future__ import annotations
@@ -55,9 +70,15 @@ def _operands(ctx: Ctx, fmt: str, end: int | None = None):
     return readers
 
 
+#: nvdisasm's NaN immediates carry no payload; every reader of a packed immediate gives the same result for
+#: every NaN (HSET2's compares by IEEE 754; HFMA2 / HADD2 / HMUL2 by flashsim's NaN rule, 0x7FFF for any NaN
+#: operand, which is unmeasured for bf16: see above), so one NaN pattern stands for all
+_NAN_IMM = ("+QNAN", "QNAN", "-QNAN", "+SNAN", "SNAN", "-SNAN")
+
+
 def _imm16(ctx: Ctx, op, fmt: str) -> int:
     text = op.text.strip()
-    special = {"+INF": np.inf, "INF": np.inf, "-INF": -np.inf}
+    special = {"+INF": np.inf, "INF": np.inf, "-INF": -np.inf, **{k: np.nan for k in _NAN_IMM}}
     try:
         value = special[text] if text in special else float(int(text, 16)) if text.startswith(("0x", "-0x")) else float(text)
         return half.to_bits(value, fmt)
@@ -69,6 +90,7 @@ def _half_factory(kind: str):
     def factory(ctx: Ctx):
         mods = ctx.mods - {"MMA"}
         if kind == "add" and "F32" in mods:
+            ctx.need("BF16_V2" not in mods, f"{ctx.ins.name}")  # HADD2.F32 widens an f16 half
             return ops_float.hadd2(ctx)
         fmt = "bf16" if "BF16_V2" in mods else "f16"
         ctx.need(not (mods - {"FTZ", "SAT", "RELU", "BF16_V2"}), f"{ctx.ins.name}")

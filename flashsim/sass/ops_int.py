@@ -1,8 +1,11 @@
 """Integer and logic SASS semantics: IADD3, IMAD (every form), LEA, LOP3, PLOP3, SHF, PRMT, ISETP, SEL,
-IABS, VIADD, VIMNMX, VIADDMNMX, IMNMX, POPC, FLO, BREV, SGXT, BMSK, MOV, the uniform U* forms of each, S2R/S2UR/CS2R,
-R2UR, P2R/R2P. Bit conventions follow the PTX ISA's integer instructions (add.cc/addc, mad.lo/hi/wide, shf,
-prmt, lop3, setp); carries travel in predicates as ptxas emits them. Each form is exercised by a probe
-of gpu/kernels/sass_probes.cu (tests/test_sass_probes.py; on the GPU with pytest --gpu).
+IABS, VIADD, VIMNMX, VIMNMX3, VIADDMNMX, IMNMX, VABSDIFF, VABSDIFF4, POPC, FLO, BREV, SGXT, BMSK, MOV, the uniform
+U* forms of each, S2R/S2UR/CS2R, R2UR, P2R/R2P. Bit conventions follow the PTX ISA's integer instructions
+(add.cc/addc, mad.lo/hi/wide, shf, prmt, lop3, setp, add/min/max.{u16x2,s16x2}, vabsdiff4); carries travel in
+predicates as ptxas emits them. The scalar forms are exercised by a probe of gpu/kernels/sass_probes.cu
+(tests/test_sass_probes.py; on the GPU with pytest --gpu); the packed SIMD forms (.16x2, .U16x2 / .S16x2,
+VABSDIFF4) and UIMAD.X by tests/test_sass_video.py against the CUDA Math API's definitions, and on the GPU by
+the differential fuzzer (flashsim.fuzz).
 """
 
 from __future__ import annotations
@@ -119,48 +122,128 @@ def _iadd3_64(ctx: Ctx):
 @semantic("VIADD", family="int")
 def viadd(ctx: Ctx):
     # VIADD d, a, b: d = a + b (32-bit wrap; '-' negates)
-    ra, rb = ctx.u32(1), ctx.u32(2)
-    wd = ctx.dst(0)
+    # VIADD.16x2 d, a, b: each 16-bit half of d = the halves' a + b modulo 2^16 (add.u16x2 / add.s16x2, the same
+    # bits: __vadd2). A '-' on b negates each half of b modulo 2^16: ptxas's __vsub2 is add.s16x2 a, b' with b' the
+    # two halves of b negated (neg.s16 each), printed VIADD.16x2 d, a, -b, and __vneg2 is ~a + 0x00010001. A '-' on
+    # a has not been met and is refused.
     ctx.need(len(ctx.ops) == 3, "VIADD with more than two sources")
+    wd = ctx.dst(0)
+    if "16x2" in ctx.mods:
+        ra, rb = _packed_src(ctx, 1), _packed_src(ctx, 2, neg_ok=True)
+
+        def run16(m, ex):
+            a, b = _lanes(ra(m), 16, False), _lanes(rb(m), 16, False)
+            wd(m, _join([x + y for x, y in zip(a, b)], 16), ex)
+        return run16
+    ra, rb = ctx.u32(1), ctx.u32(2)
     return lambda m, ex: wd(m, (np.asarray(ra(m), np.uint32) + np.asarray(rb(m), np.uint32)).astype(np.uint32), ex)
 
 
-def _minmax(a, b, pick_min, signed: bool):
+# ------------------------------------------------------------------------------------------------ min / max
+# One implementation for the 32-bit forms and the packed ones: .U16x2 / .S16x2 hold two independent 16-bit
+# lanes (the low half in bits 0..15), as PTX min/max{.relu}.{u16x2,s16x2} and add.{u16x2,s16x2} define them.
+# The forms are those of min()/max() on ints, of the SIMD intrinsics (__vmaxu2, __vmins2, ...) and of sm_90's
+# DPX functions (__vimax3_s16x2, __viaddmin_u16x2, __vimax_s32_relu, ...), whose results the CUDA Math API
+# defines as max(max(a, b), c), max(a + b, c), max(max(a, b), 0), ... lane by lane.
+def _simd_type(ctx: Ctx) -> tuple[int, bool]:
+    """(lane width, signed) of a min/max form: .U16x2, .S16x2, .U32, or (no type modifier) signed 32-bit."""
+    kinds = [k for k in ("U16x2", "S16x2", "U32") if k in ctx.mods]
+    ctx.need(len(kinds) <= 1, f"{ctx.ins.name}")
+    kind = kinds[0] if kinds else "S32"
+    return (16 if kind.endswith("16x2") else 32), kind.startswith("S")
+
+
+def _lanes(x, width: int, signed: bool) -> list[np.ndarray]:
+    """uint32 words as int64 lane values: [the word] for width 32, [low half, high half] for width 16."""
+    x = np.asarray(x, np.uint32).astype(np.int64)
+    parts = [x] if width == 32 else [x & 0xFFFF, x >> 16]
     if signed:
-        a, b = a.view(np.int32) if isinstance(a, np.ndarray) else np.int32(a), b.view(np.int32) if isinstance(b, np.ndarray) else np.int32(b)
-    out = np.where(pick_min, np.minimum(a, b), np.maximum(a, b))
-    return np.asarray(out).astype(np.int64).astype(np.uint32) if signed else np.asarray(out, np.uint32)
+        top = 1 << (width - 1)
+        parts = [(p ^ top) - top for p in parts]
+    return parts
+
+
+def _join(parts, width: int) -> np.ndarray:
+    """Lane values (integers taken modulo 2^width) packed into uint32 words."""
+    if width == 32:
+        return (np.asarray(parts[0], np.int64) & 0xFFFFFFFF).astype(np.uint32)
+    lo, hi = (np.asarray(p, np.int64) & 0xFFFF for p in parts)
+    return (lo | (hi << 16)).astype(np.uint32)
+
+
+def _packed_src(ctx: Ctx, i: int, neg_ok: bool = False):
+    """Source ``i`` of a packed form as its 32-bit word: a register, uniform register, constant, or a 32-bit
+    immediate (both lanes; nvdisasm prints some as negative 32-bit numbers: VIMNMX.U16x2 R5, R0, -0xaa0bdf8
+    is __vmaxu2(x, 0xf55f4208)). '-' (where ``neg_ok``) negates each 16-bit half; '~', '|..|' and lane
+    selectors are refused."""
+    op = ctx.ops[i]
+    ctx.need(op.kind in ("r", "ur", "imm", "c") and not (op.invert or op.absolute or op.suffix)
+             and (neg_ok or not op.neg), f"operand {op.text!r} of {ctx.ins.name}")
+    r = ctx.raw(i)
+    if not op.neg:
+        return r
+
+    def rd(m):
+        lo, hi = _lanes(r(m), 16, False)
+        return _join([-lo, -hi], 16)
+    return rd
+
+
+def _mnmx(ctx: Ctx, nsrc: int, add: bool):
+    # d, a, b[, c], p: the lane-wise min (p true) or max (p false) of the sources, after a + b for VIADDMNMX;
+    # .RELU (signed forms only) then clamps a negative lane to 0
+    ops = ctx.ops
+    ctx.need(len(ops) == nsrc + 2 and all(o.kind not in ("p", "up") for o in ops[:nsrc + 1]),
+             f"{ctx.ins.text} (the forms with predicate outputs, __vibmax/__vibmin's, are not modelled: which "
+             "lane each predicate reports and its tie rule are not established)")
+    width, signed = _simd_type(ctx)
+    relu = "RELU" in ctx.mods
+    ctx.need(signed or not relu, f"{ctx.ins.name}")
+    if width == 32:
+        srcs = [ctx.u32(i) for i in range(1, nsrc + 1)]
+    else:  # '-' only where ptxas puts it: on the addend b of VIADDMNMX (__vmaxu2(__vsub2(a, b), c))
+        srcs = [_packed_src(ctx, i, neg_ok=add and i == 2) for i in range(1, nsrc + 1)]
+    rp = ctx.pred(nsrc + 1)
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        words = [np.asarray(r(m), np.uint32) for r in srcs]
+        if add:  # the sum wraps at the lane width before the compare
+            a, b = _lanes(words[0], width, False), _lanes(words[1], width, False)
+            words = [_join([x + y for x, y in zip(a, b)], width)] + words[2:]
+        lanes = [_lanes(w, width, signed) for w in words]
+        pick_min = np.asarray(rp(m), bool)
+        out = []
+        for k in range(len(lanes[0])):
+            vals = [v[k] for v in lanes]
+            lo, hi = vals[0], vals[0]
+            for v in vals[1:]:
+                lo, hi = np.minimum(lo, v), np.maximum(hi, v)
+            r = np.where(pick_min, lo, hi)
+            out.append(np.maximum(r, 0) if relu else r)
+        wd(m, _join(out, width), ex)
+    return run
 
 
 @semantic("VIMNMX", "IMNMX", "UIMNMX", family="int")
 def imnmx(ctx: Ctx):
-    # IMNMX d, a, b, p: p true -> min, false -> max; signed unless .U32; .RELU then clamps a negative
-    # (signed) result to 0 (ptxas's clamp(x, 0, hi) in one instruction)
-    signed = "U32" not in ctx.mods
-    relu = "RELU" in ctx.mods
-    ctx.need(not (relu and not signed), f"{ctx.ins.name}")
-    ra, rb, rp = ctx.u32(1), ctx.u32(2), ctx.pred(3)
-    wd = ctx.dst(0)
+    # [U|V]IMNMX[.U32|.U16x2|.S16x2][.RELU] d, a, b, p: p true -> min, false -> max; signed unless .U32 / .U16x2;
+    # .RELU then clamps a negative (signed) result to 0 (ptxas's clamp(x, 0, hi) in one instruction)
+    return _mnmx(ctx, 2, add=False)
 
-    def run(m, ex):
-        r = _minmax(np.asarray(ra(m), np.uint32), np.asarray(rb(m), np.uint32), rp(m), signed)
-        if relu:
-            r = np.where(np.asarray(r, np.uint32).view(np.int32) < 0, np.uint32(0), r).astype(np.uint32)
-        wd(m, r, ex)
-    return run
+
+@semantic("VIMNMX3", family="int")
+def imnmx3(ctx: Ctx):
+    # VIMNMX3[.U32|.U16x2|.S16x2][.RELU] d, a, b, c, p: min(a, b, c) (p true) or max (p false), lane by lane (two
+    # nested min()/max() and __vimax3_*/__vimin3_*; .RELU: __vimax3_s32_relu's max(max(max(a, b), c), 0))
+    return _mnmx(ctx, 3, add=False)
 
 
 @semantic("VIADDMNMX", family="int")
 def viaddmnmx(ctx: Ctx):
-    # VIADDMNMX d, a, b, c, p: d = min/max(a + b, c), p true -> min; signed unless .U32
-    signed = "U32" not in ctx.mods
-    ra, rb, rc, rp = ctx.u32(1), ctx.u32(2), ctx.u32(3), ctx.pred(4)
-    wd = ctx.dst(0)
-
-    def run(m, ex):
-        s = (np.asarray(ra(m), np.uint32) + np.asarray(rb(m), np.uint32)).astype(np.uint32)
-        wd(m, _minmax(s, np.asarray(rc(m), np.uint32), rp(m), signed), ex)
-    return run
+    # VIADDMNMX[.U32|.U16x2|.S16x2][.RELU] d, a, b, c, p: d = min/max(a + b, c), p true -> min; signed unless
+    # .U32 / .U16x2; the add wraps at the lane width (__viaddmax_u16x2, __vmaxu2(__vadd2(a, b), c))
+    return _mnmx(ctx, 3, add=True)
 
 
 @semantic("IABS", "UIABS", family="int")
@@ -182,6 +265,8 @@ def imad(ctx: Ctx):
     # of the division idiom to IMAD.HI.U32 r, r, e, R(2k) with R(2k) = 0, R(2k+1) = r (r + umulhi(r, e)).
     # The optional predicate after d receives the carry out of the 64-bit sum (bit 64), as the
     # multiword products of mul.hi.u64 / mad.lo.cc + madc.hi.cc chain it into IMAD.X / IADD3.X.
+    # UIMAD is this code on the uniform datapath (URs, a UP carry): ptxas 12.8 and NVRTC 13.0 build
+    # __umul64hi of uniform values from UIMAD.WIDE.U32, UIADD3 URZ, UP0, ... and UIMAD.X d, a, b, c, UP0.
     mods = ctx.mods
     signed = "U32" not in mods
     x = "X" in mods
@@ -734,4 +819,37 @@ def vabsdiff(ctx: Ctx):
         else:
             d = np.abs(a.astype(np.int64) - b.astype(np.int64))
         wd(m, ((d + _u64(rc(m)).astype(np.int64)) & 0xFFFFFFFF).astype(np.uint32), ex)
+    return run
+
+
+@semantic("VABSDIFF4", family="int")
+def vabsdiff4(ctx: Ctx):
+    # VABSDIFF4.U8 d, a, b, RZ: byte i of d = |a.byte i - b.byte i| on unsigned bytes (PTX vabsdiff4.u32.u32.u32
+    # d, a, b, c with the default mask .b3210, whose merge source c then gives no byte: __vabsdiffu4; ptxas
+    # builds __vabsdiffs4 / __vabs4 / __vabsss4 on it by biasing signed bytes with ^ 0x80).
+    # VABSDIFF4.U8.ACC d, a, b, c: d = c + the sum of the four byte differences, modulo 2^32 (vabsdiff4's .add
+    # form: __vsadu4, __vsads4's biased bytes).
+    # The plain form's third operand is RZ in every form NVRTC 13.0 and ptxas 12.8 emit; another one is refused
+    # (whether the device merges it or adds it is not established), as are signed bytes (.S8) and byte selectors.
+    mods = ctx.mods
+    ctx.need("U8" in mods and not (mods - {"U8", "ACC"}) and len(ctx.ops) == 4, f"{ctx.ins.name}")
+    acc = "ACC" in mods
+    ra, rb = _packed_src(ctx, 1), _packed_src(ctx, 2)
+    cop = ctx.ops[3]
+    if acc:
+        rc = _packed_src(ctx, 3)
+    else:
+        ctx.need(cop.is_zero_reg and not (cop.neg or cop.invert or cop.absolute or cop.suffix),
+                 f"{ctx.ins.text} (a third operand other than RZ)")
+    wd = ctx.dst(0)
+
+    def run(m, ex):
+        a = np.asarray(ra(m), np.uint32).astype(np.int64)
+        b = np.asarray(rb(m), np.uint32).astype(np.int64)
+        diffs = [np.abs(((a >> (8 * k)) & 0xFF) - ((b >> (8 * k)) & 0xFF)) for k in range(4)]
+        if acc:
+            total = np.asarray(rc(m), np.uint32).astype(np.int64) + diffs[0] + diffs[1] + diffs[2] + diffs[3]
+            wd(m, (total & 0xFFFFFFFF).astype(np.uint32), ex)
+        else:
+            wd(m, (diffs[0] | (diffs[1] << 8) | (diffs[2] << 16) | (diffs[3] << 24)).astype(np.uint32), ex)
     return run

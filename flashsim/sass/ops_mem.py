@@ -316,6 +316,10 @@ def ldc(ctx: Ctx):
         return run
     rd = ctx.const(src, width)
     wd = ctx.dst64(0) if width == 8 else ctx.dst(0)
+    if src.reg != RZ and not ctx.uniform:
+        # an indexed load reads (and can fault) only where it executes (the differential fuzzer found lanes
+        # waiting at another PC faulting here on the registers their branch left)
+        return lambda m, ex: wd(m, rd(m, lanes_of(m, ex)), ex)
     return lambda m, ex: wd(m, rd(m), ex)
 
 
@@ -506,6 +510,15 @@ def _atomic_factory(ctx: Ctx, space: str):
     # ATOMG.E.op[.type] d, [addr], v (CAS: d, [addr], cmp, v); REDG.E.op [addr], v; ATOMS.op d, [addr], v
     mods = ctx.mods
     op = next((o for o in _ATOM_OPS if o in mods), None)
+    # ATOMS.CAST.SPIN[.64] d, [a], cmp, new: compare-and-store; d = 1 where the store happened, else 0 (a pair
+    # (1, 0) / (0, 0) for .64). ptxas loops on it (LDS, compute, CAST.SPIN, branch back unless d == 1) for the
+    # shared atomics sm_90 has no instruction for: f32 / f64 / f16x2 / bf16x2 add, 64-bit add, min, max, and, or,
+    # xor. Lanes of one execution on one word go in (cta, warp, lane) order as every atomic here does, so one
+    # lane (the lowest) of those that read the same value wins each trip round the loop.
+    cast = "CAST" in mods
+    if cast:
+        ctx.need("SPIN" in mods and space == "shared" and op is None, f"atomic {ctx.ins.name}")
+        op = "CAS"
     ctx.need(op is not None, f"atomic {ctx.ins.name}")
     typ = "F32" if "F32" in mods else "64" if ("64" in mods or "U64" in mods or "S64" in mods) else \
         "S32" if "S32" in mods else "U32"
@@ -576,6 +589,8 @@ def _atomic_factory(ctx: Ctx, space: str):
         else:  # every CTA's shared memory, as one word array
             k = c * (m.smem.size // width) + ad[c, w, l] // width
             got = _atomic_words(m.smem.data.reshape(-1).view(wdt), k, op, typ, v, cv, ftz)
+        if cast:  # the success flag, not the old word
+            got = (got == cv).astype(wdt)
         out[c, w, l] = got[:, None].view(np.uint32).reshape(-1, words)
         if wd is not None:
             wd(m, out, lanes)

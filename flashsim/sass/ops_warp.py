@@ -165,9 +165,11 @@ _REDUX = ("SUM", "MIN", "MAX", "AND", "OR", "XOR")
 
 @semantic("REDUX", family="warp")
 def redux(ctx: Ctx):
-    # REDUX.op[.S32] ud, r: redux.sync over the executing lanes into an uniform register (SUM wraps at
-    # 32 bits; MIN/MAX unsigned unless .S32)
+    # REDUX[.op][.S32] ud, r: redux.sync over the executing lanes into an uniform register (SUM wraps at
+    # 32 bits; MIN/MAX unsigned unless .S32; no op: AND)
     op = next((k for k in _REDUX if k in ctx.mods), None)
+    if op is None and not ctx.mods:
+        op = "AND"  # nvdisasm leaves the default operation out: ptxas builds redux.sync.and.b32 as a bare REDUX
     ctx.need(op is not None, f"{ctx.ins.name}")
     signed = "S32" in ctx.mods
     src = ctx.ops[1]
@@ -197,13 +199,21 @@ def redux(ctx: Ctx):
 @semantic("MATCH", family="warp")
 def match(ctx: Ctx):
     # MATCH.ANY[.U64] d, a: the lanes (among the executing ones) holding the same value;
-    # MATCH.ALL[.U64] d, p, a: all executing lanes' mask and p = true when every value is equal, else 0 / false
+    # MATCH.ALL[.U64] p, d, a: all executing lanes' mask and p = true when every value is equal, else 0 / false
+    # (nvdisasm prints the predicate first)
     kind = "ANY" if "ANY" in ctx.mods else "ALL" if "ALL" in ctx.mods else None
     ctx.need(kind is not None, f"{ctx.ins.name}")
     wide = "U64" in ctx.mods
-    rd = ctx.u64(len(ctx.ops) - 1) if wide else ctx.raw(len(ctx.ops) - 1)
-    wd = ctx.dst(0)
-    wp = ctx.dst(1) if kind == "ALL" else None
+    ops = ctx.ops
+    ctx.need(len(ops) == (3 if kind == "ALL" else 2), f"{ctx.ins.text}")
+    rd = ctx.u64(len(ops) - 1) if wide else ctx.raw(len(ops) - 1)
+    wp = None
+    if kind == "ALL":
+        ip, idst = (0, 1) if ops[0].kind == "p" else (1, 0)
+        ctx.need(ops[ip].kind == "p" and ops[idst].kind == "r", f"{ctx.ins.text}")
+        wd, wp = ctx.dst(idst), ctx.dst(ip)
+    else:
+        wd = ctx.dst(0)
 
     def run(m, ex):
         lanes = lanes_of(m, ex)

@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 
 from flashsim.sass import modifiers
-from flashsim.sass.isa import PT, RZ, URZ, Instr, Operand
+from flashsim.sass.isa import PT, RZ, URZ, Instr, Operand, f64_immediate
 from flashsim.sass.machine import RUN, Machine
 
 __all__ = ["Ctx", "Program", "SEMANTICS", "semantic"]
@@ -110,14 +110,16 @@ class Ctx:
             return read
         reg, ureg = op.reg, op.ureg
 
-        def read_indexed(m):
+        def read_indexed(m, lanes=None):
+            # lanes: the lanes executing the load (default every runnable lane); only they read the bank, so
+            # only their addresses can fault (a lane waiting at another PC holds whatever its branch left)
             idx = np.int64(off)
             if reg != RZ:
                 idx = idx + m.R[reg].astype(np.int64)
             if ureg != URZ:
                 u = m.UR[ureg].astype(np.int64)
                 idx = idx + (u if self.uniform else u[..., None])
-            return m.launch.const_gather(bank, idx, width, self.ins, m)
+            return m.launch.const_gather(bank, idx, width, self.ins, m, lanes)
         return read_indexed
 
     def u32(self, i: int) -> Reader:
@@ -145,9 +147,11 @@ class Ctx:
         flip = np.uint32(0x80000000) if op.neg else np.uint32(0)
         return lambda m: (np.asarray(r(m), np.uint32) & clear) ^ flip
 
-    def u64(self, i: int) -> Reader:
+    def u64(self, i: int, *, imm_high: bool = False) -> Reader:
         """A 64-bit operand: a register pair (Rn, Rn+1), an uniform pair, a 64-bit constant, or an
-        immediate (zero-extended)."""
+        immediate: zero-extended, or with ``imm_high`` the high word of the value (its low word zero), as
+        the 64-bit-source conversions encode it (``I2F.S64.RP R0, 0x1`` converts 2^32: the H100, found by
+        the differential fuzzer)."""
         op = self.ops[i]
         if op.kind == "r":
             if op.index == RZ:
@@ -164,9 +168,29 @@ class Ctx:
         if op.kind == "c":
             return self.const(op, 8)
         if op.kind == "imm":
-            v = np.uint64(op.value & 0xFFFFFFFF)
+            v = np.uint64((op.value & 0xFFFFFFFF) << (32 if imm_high else 0))
             return lambda m: v
         raise self.unsupported(f"operand {op.text!r} as a 64-bit source")
+
+    def f64(self, i: int) -> Reader:
+        """A binary64 operand as uint64 bits: a register pair (Rn, Rn+1), a uniform pair or a 64-bit constant,
+        '|x|' clearing the sign (bit 63, bit 31 of the odd register), then '-' flipping it (-RZ is -0), or an
+        immediate (the double nvdisasm prints, :func:`flashsim.sass.isa.f64_immediate`)."""
+        op = self.ops[i]
+        if op.kind == "fimm":
+            bits = f64_immediate(op.text)
+            if bits is None:
+                raise self.unsupported(f"the binary64 immediate {op.text!r}")
+            v = np.uint64(bits)
+            return lambda m: v
+        if op.kind not in ("r", "ur", "c"):
+            raise self.unsupported(f"operand {op.text!r} as a binary64 source")
+        r = self.u64(i)
+        if not (op.neg or op.absolute):
+            return r
+        clear = np.uint64(0x7FFFFFFFFFFFFFFF) if op.absolute else np.uint64(0xFFFFFFFFFFFFFFFF)
+        flip = np.uint64(1 << 63) if op.neg else np.uint64(0)
+        return lambda m: (np.asarray(r(m), np.uint64) & clear) ^ flip
 
     def pred(self, i: int) -> Reader:
         """A predicate operand as bools ('!' applied); UP broadcast over lanes in vector instructions."""
@@ -296,6 +320,9 @@ class Program:
         self.warpgroup_pcs = np.array(sorted(pc for pc, ins in self.instructions.items()
                                              if ins.opcode in ("HGMMA", "QGMMA")), np.int64)
         self.compiled: dict[int, Callable] = {}
+        # pc -> release(m, cta, warp) of a WARPSYNC.COLLECTIVE / .EXCLUSIVE (flashsim.sass.ops_ctrl): runs the
+        # region of every group of lanes complete at it (Machine._release_convergence calls it)
+        self.collective_release: dict[int, Callable] = {}
         # executions (scheduling steps) of the instruction at each PC, summed over every launch
         self.hits = np.zeros(max(ins.pc for ins in instructions) // 16 + 1 if instructions else 1, np.int64)
         # warp-level executions at each PC (every warp with lanes at the PC, guard true or not), as Nsight

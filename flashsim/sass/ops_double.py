@@ -1,0 +1,106 @@
+"""Double-precision SASS semantics (the D* family), each a thin call into flashsim.numerics.fp64: DADD / DMUL /
+DFMA (.RZ, .RM, .RP), DSETP (every compare and predicate combination; .MIN / .MAX, the predicates of
+min.f64 / max.f64). A binary64 operand is a register pair (Rn, Rn+1), a uniform pair, a 64-bit constant or
+an immediate double (Ctx.f64). The conversions with an .F64 side (F2F, F2I, I2F, FRND) are ops_float's.
+Each form is exercised by a probe of gpu/kernels/probe_double.cu (tests/test_double_probes.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flashsim.numerics import fp64
+from flashsim.sass.ops_float import _BOP, _FCMP
+from flashsim.sass.program import Ctx, semantic
+
+_RND = {"RZ": "rz", "RM": "rm", "RP": "rp"}
+
+
+def _rnd(ctx: Ctx) -> str:
+    r = [k for k in _RND if k in ctx.mods]
+    ctx.need(len(r) <= 1, f"{ctx.ins.name}")
+    return _RND[r[0]] if r else "rn"
+
+
+def _bc(*xs):
+    """Operands as uint64 arrays of one common shape."""
+    arrs = [np.asarray(x, np.uint64) for x in xs]
+    shape = np.broadcast_shapes(*(a.shape for a in arrs))
+    return [np.ascontiguousarray(np.broadcast_to(a, shape)) for a in arrs]
+
+
+@semantic("DADD", family="double")
+def dadd(ctx: Ctx):
+    # DADD[.RZ|.RM|.RP] d, a, b: add.<rnd>.f64; ptxas's neg.f64 / abs.f64 are DADD d, -RZ, -a / |a|
+    rnd = _rnd(ctx)
+    ra, rb = ctx.f64(1), ctx.f64(2)
+    wd = ctx.dst64(0)
+
+    def run(m, ex):
+        a, b = _bc(ra(m), rb(m))
+        wd(m, fp64.add(a, b, rnd), ex)
+    return run
+
+
+@semantic("DMUL", family="double")
+def dmul(ctx: Ctx):
+    rnd = _rnd(ctx)
+    ra, rb = ctx.f64(1), ctx.f64(2)
+    wd = ctx.dst64(0)
+
+    def run(m, ex):
+        a, b = _bc(ra(m), rb(m))
+        wd(m, fp64.mul(a, b, rnd), ex)
+    return run
+
+
+@semantic("DFMA", family="double")
+def dfma(ctx: Ctx):
+    rnd = _rnd(ctx)
+    ra, rb, rc = ctx.f64(1), ctx.f64(2), ctx.f64(3)
+    wd = ctx.dst64(0)
+
+    def run(m, ex):
+        a, b, c = _bc(ra(m), rb(m), rc(m))
+        wd(m, fp64.fma(a, b, c, rnd), ex)
+    return run
+
+
+_CMPS = ("LTU", "EQU", "LEU", "GTU", "NEU", "GEU", "NUM", "NAN", "LT", "EQ", "LE", "GT", "NE", "GE", "T", "F")
+
+
+@semantic("DSETP", family="double")
+def dsetp(ctx: Ctx):
+    # DSETP.cmp.bop p, q, a, b, c: p = (a cmp b) bop c, q = !(a cmp b) bop c (setp.<cmp>{.bop}.f64); no
+    # flushing: subnormals compare as themselves.
+    # DSETP.MIN.AND / DSETP.MAX.AND p, q, a, b, PT (min.f64 / max.f64): p = the result is a, q = both are NaN;
+    # ptxas then selects a or b by p and quiets b's NaN by q (fp64.pick_min / pick_max)
+    mods = ctx.mods
+    wp, wq = ctx.dst(0), ctx.dst(1)
+    ra, rb = ctx.f64(2), ctx.f64(3)
+    pick = fp64.pick_min if "MIN" in mods else fp64.pick_max if "MAX" in mods else None
+    if pick is not None:
+        c = ctx.ops[4]
+        ctx.need(mods == {"MIN" if "MIN" in mods else "MAX", "AND"} and c.kind == "p" and c.index == 7 and
+                 not c.invert, f"{ctx.ins.name} with a predicate input {c.text}")
+
+        def run_pick(m, ex):
+            a, b = _bc(ra(m), rb(m))
+            take, both_nan = pick(a, b)
+            wp(m, take, ex)
+            wq(m, both_nan, ex)
+        return run_pick
+    cmp = next((k for k in _CMPS if k in mods), None)
+    bop = next((k for k in _BOP if k in mods), None)
+    ctx.need(cmp is not None and bop is not None, f"DSETP form {ctx.ins.name}")
+    rc = ctx.pred(4)
+    f, g = _FCMP[cmp], _BOP[bop]
+
+    def run(m, ex):
+        a, b = _bc(ra(m), rb(m))
+        with np.errstate(invalid="ignore"):
+            r = f(fp64.values(a), fp64.values(b))
+        c = rc(m)
+        wp(m, g(r, c), ex)
+        wq(m, g(~r, c), ex)
+    return run

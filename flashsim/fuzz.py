@@ -320,29 +320,18 @@ static __device__ __forceinline__ unsigned B2U(__nv_bfloat162 h) { return *reint
 
 
 def _shfl_ok(mode: str, delta: int, width: int, lanes: int) -> bool:
-    """Whether every lane of the static set ``lanes`` reads, through __shfl_<mode>_sync(., ., delta, width),
-    its own value or a lane of the set (PTX ISA shfl.sync, with c packed as CUDA's headers pack it)."""
-    seg = (32 - width) & 31
-    cval = 0 if mode == "up" else 0x1F
-    for lane in range(32):
-        if not (lanes >> lane) & 1:
-            continue
-        max_lane = (lane & (seg)) | (cval & ~seg & 31)
-        min_lane = lane & seg
-        b = delta & 31
-        if mode == "up":
-            j, ok = lane - b, lane - b >= max_lane
-        elif mode == "down":
-            j, ok = lane + b, lane + b <= max_lane
-        elif mode == "xor":
-            j, ok = lane ^ b, (lane ^ b) <= max_lane
-        else:
-            j = min_lane | (b & ~seg & 31)
-            ok = j <= max_lane
-        if not ok:
-            j = lane
-        if not (lanes >> j) & 1:
-            return False
+    """Whether __shfl_<mode>_sync(mask, ., delta, width) executed by exactly the static set ``lanes`` (the
+    mask) is defined: every lane reads its own value or a lane of the set (flashsim.warp.shfl, the PTX ISA's
+    rule, with c packed as CUDA's headers pack it)."""
+    from flashsim.warp.shfl import shfl_c, shfl_sync
+    from flashsim.warp.state import UndefinedResult
+
+    ptx = "bfly" if mode == "xor" else mode
+    active = ((lanes >> np.arange(32)) & 1).astype(bool)
+    try:
+        shfl_sync(ptx, np.zeros(32, np.uint32), delta & 31, shfl_c(width, ptx), lanes, active=active)
+    except UndefinedResult:
+        return False
     return True
 
 
@@ -647,31 +636,17 @@ def digest(out: np.ndarray) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- builds
-def triton_ptxas() -> str:
-    """Triton's bundled ptxas (12.8 with Triton 3.6.0): the second compiler of every program."""
-    from pathlib import Path
-
-    import flashsim.triton as ft
-
-    triton = ft.require()
-    path = Path(triton.__file__).resolve().parent / "backends" / "nvidia" / "bin" / "ptxas"
-    if not path.is_file():
-        raise FileNotFoundError(f"Triton {triton.__version__} ships no ptxas at {path}")
-    return str(path)
-
-
 def build(source: str, which: str, name: str = "fuzz.cu") -> bytes:
     """The cubin of a module source in one of :data:`BUILDS`."""
-    import re
-
     from flashsim.sass.toolchain import assemble_ptx, compile_cuda, compile_cuda_ptx
 
     if which == "nvrtc13":
         return compile_cuda(source, name=name, options=("-std=c++17",))[0]
     if which == "ptxas128":
         ptx, _, _ = compile_cuda_ptx(source, name=name, options=("-std=c++17",))
-        ptx = re.sub(r"^\.version 9\.0$", ".version 8.7", ptx, count=1, flags=re.M)
-        return assemble_ptx(ptx, name=name, ptxas=triton_ptxas())
+        import flashsim.triton as ft
+
+        return assemble_ptx(ft.ptx_for_bundled_ptxas(ptx), name=name, ptxas=ft.bundled_ptxas())
     raise bad_argument("which", which, f"expected one of {', '.join(BUILDS)}")
 
 

@@ -858,8 +858,7 @@ def nan_census(items) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ record
-def _key(which: str, pr: Probe, k: int, what: str) -> str:
-    return f"{which}/{pr.name}/{k}/{what}"
+_key = fp._key
 
 
 def record(out_dir: Path, *, cases: int = 4, seed: int = 0, builds: Sequence[str] | None = None,
@@ -934,24 +933,7 @@ def record(out_dir: Path, *, cases: int = 4, seed: int = 0, builds: Sequence[str
 
 def replay(path: Path = TRACE):
     """{build: (cubin, [(case, gpu outputs)])} of a record."""
-    data = np.load(path)
-    out = {}
-    for which in BUILDS:
-        if f"{which}/__cubin__" not in data:
-            continue
-        cubin = bytes(data[f"{which}/__cubin__"])
-        items = []
-        for pr in PROBES:
-            k = 0
-            while _key(which, pr, k, "n") in data:
-                case = sp.Case(pr, [data[_key(which, pr, k, f"in{j}")] for j in range(len(pr.ins))],
-                               [data[_key(which, pr, k, f"init{j}")] for j in range(len(pr.outs))],
-                               [sp._param(a, int(v)) for a, v in zip(pr.params, data[_key(which, pr, k, "params")])],
-                               int(data[_key(which, pr, k, "n")]))
-                items.append((case, [data[_key(which, pr, k, f"out{j}")] for j in range(len(pr.outs))]))
-                k += 1
-        out[which] = (cubin, items)
-    return out
+    return fp.replay(path, PROBES)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,7 +24,6 @@ import argparse
 import functools
 import hashlib
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -701,16 +700,7 @@ def triton_ptxas() -> str:
     """Triton's bundled ptxas (12.8 with Triton 3.6.0)."""
     import flashsim.triton as ft
 
-    triton = ft.require()
-    path = Path(triton.__file__).resolve().parent / "backends" / "nvidia" / "bin" / "ptxas"
-    if not path.is_file():
-        raise FileNotFoundError(f"Triton {triton.__version__} ships no ptxas at {path}")
-    return str(path)
-
-
-def _ptx_for_128(ptx: str) -> str:
-    """NVRTC 13.0's PTX (ISA 9.0) as ptxas 12.8 reads it (ISA 8.7): the probes use nothing newer."""
-    return re.sub(r"^\.version 9\.0$", ".version 8.7", ptx, count=1, flags=re.M)
+    return ft.bundled_ptxas()
 
 
 @functools.lru_cache(maxsize=None)
@@ -733,13 +723,14 @@ def build(which: str, kernel_file: str = KERNEL_FILE):
 @functools.lru_cache(maxsize=None)
 def _build(which: str, kernel_file: str):
     import flashsim.cuda as fc
+    import flashsim.triton as ft
     from flashsim.kernels.sources import interpreted_module, kernel_path
     from flashsim.sass.toolchain import assemble_ptx, compile_cuda_ptx
 
     if which == "nvrtc13":
         return interpreted_module(kernel_file)
     if which == "ptxas128":
-        return fc.RawModule(cubin=assemble_ptx(_ptx_for_128(ptx_text(kernel_file)), name=kernel_file,
+        return fc.RawModule(cubin=assemble_ptx(ft.ptx_for_bundled_ptxas(ptx_text(kernel_file)), name=kernel_file,
                                                ptxas=triton_ptxas()))
     if which == "ptxas130":
         return fc.RawModule(cubin=bytes(ptx_text(kernel_file), "utf-8"))  # flashsim.sass.binaries: JIT by ptxas 13.0
@@ -1015,8 +1006,8 @@ def _child(d: Path) -> int:
     return 0
 
 
-def replay(path: Path = TRACE):
-    """{build: (cubin, [(case, gpu outputs)])} of a record."""
+def replay(path: Path = TRACE, probes: Sequence[Probe] | None = None):
+    """{build: (cubin, [(case, gpu outputs)])} of a record (of ``probes``, default this file's)."""
     data = np.load(path)
     out = {}
     for which in BUILDS:
@@ -1024,7 +1015,7 @@ def replay(path: Path = TRACE):
             continue
         cubin = bytes(data[f"{which}/__cubin__"])
         items = []
-        for pr in PROBES:
+        for pr in (PROBES if probes is None else probes):
             k = 0
             while _key(which, pr, k, "n") in data:
                 case = sp.Case(pr, [data[_key(which, pr, k, f"in{j}")] for j in range(len(pr.ins))],

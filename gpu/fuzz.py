@@ -273,8 +273,9 @@ def provenance() -> dict:
     except Exception as exc:  # recorded for provenance only
         dev = {"error": str(exc)}
     try:
+        import flashsim.triton as ft
         from flashsim.sass.toolchain import ptxas_version
-        ptxas128 = ptxas_version(fz.triton_ptxas())
+        ptxas128 = ptxas_version(ft.bundled_ptxas())
     except Exception as exc:
         ptxas128 = f"unavailable: {exc}"
     return {**dev, "date": _dt.date.today().isoformat(), "flashsim": __version__, "python": sys.version.split()[0],

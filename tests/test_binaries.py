@@ -55,10 +55,10 @@ def _with_header(cubin: bytes, abi: int, flags: int) -> bytes:
 def test_a_cubin_of_ptxas_12_8_loads_and_runs():
     """Triton's bundled ptxas (12.8) writes the ABI-7 header: EI_OSABI 0x33, the SM in the low byte."""
     pytest.importorskip("triton")
-    from flashsim.gpu.form_probes import _ptx_for_128, triton_ptxas
+    import flashsim.triton as ft
 
     ptx, _, _ = compile_cuda_ptx(SRC)
-    old = assemble_ptx(_ptx_for_128(ptx), ptxas=triton_ptxas())
+    old = assemble_ptx(ft.ptx_for_bundled_ptxas(ptx), ptxas=ft.bundled_ptxas())
     assert old[7] == 0x33 and old[8] == 7 and old[48] == 0x5A
     assert Cubin(old).sm == 90 and Cubin(old).abi_version == 7
     assert np.array_equal(_run_scale(fc.RawModule(cubin=old)), WANT)

@@ -212,3 +212,12 @@ def test_a_fresh_campaign_on_the_gpu(tmp_path):
     assert sum(s["compared"] for s in rep["stats"].values()) > 0
     assert not rep["differences"], (seed, rep["shrunk"][:1])
     assert not rep["errors"], (seed, rep["errors"][:1])
+
+
+def test_an_indexed_constant_load_faults_only_where_it_executes():
+    # found by the fuzzer: lanes that left the loop held unmasked indices, and LDC c[0x3][R] faulted on them
+    prog = {"v": 1, "block": 32, "grid": 1, "s": [54, 9], "seed": 13083,
+            "body": [["loop", 1, ["v", 1], [["warp", "shfl_down", 4, ["ldc", ["v", 2]], ["k", 0], 3, 32]]]]}
+    (o,) = fz.run_interp(fz.compile_batch([prog], "nvrtc13"))
+    assert o.error is None and o.refused is None and o.out is not None
+    assert "LDC" in o.forms

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from flashsim.numerics import fp64
+from flashsim.sass import ops_float
 from flashsim.sass.ops_float import _BOP, _FCMP
 from flashsim.sass.program import Ctx, semantic
 
@@ -23,46 +24,24 @@ def _rnd(ctx: Ctx) -> str:
 
 
 def _bc(*xs):
-    """Operands as uint64 arrays of one common shape."""
-    arrs = [np.asarray(x, np.uint64) for x in xs]
-    shape = np.broadcast_shapes(*(a.shape for a in arrs))
-    return [np.ascontiguousarray(np.broadcast_to(a, shape)) for a in arrs]
+    return ops_float._bc(*xs, dtype=np.uint64)
 
 
-@semantic("DADD", family="double")
-def dadd(ctx: Ctx):
-    # DADD[.RZ|.RM|.RP] d, a, b: add.<rnd>.f64; ptxas's neg.f64 / abs.f64 are DADD d, -RZ, -a / |a|
+#: opcode -> (operands, the correctly rounded operation of flashsim.numerics.fp64)
+_ARITH = {"DADD": (2, fp64.add), "DMUL": (2, fp64.mul), "DFMA": (3, fp64.fma)}
+
+
+@semantic(*_ARITH, family="double")
+def darith(ctx: Ctx):
+    # DADD / DMUL / DFMA[.RZ|.RM|.RP] d, a, b[, c]: add / mul / fma.<rnd>.f64; ptxas's neg.f64 / abs.f64 are
+    # DADD d, -RZ, -a / |a|
+    n, op = _ARITH[ctx.ins.opcode]
     rnd = _rnd(ctx)
-    ra, rb = ctx.f64(1), ctx.f64(2)
+    readers = [ctx.f64(i) for i in range(1, n + 1)]
     wd = ctx.dst64(0)
 
     def run(m, ex):
-        a, b = _bc(ra(m), rb(m))
-        wd(m, fp64.add(a, b, rnd), ex)
-    return run
-
-
-@semantic("DMUL", family="double")
-def dmul(ctx: Ctx):
-    rnd = _rnd(ctx)
-    ra, rb = ctx.f64(1), ctx.f64(2)
-    wd = ctx.dst64(0)
-
-    def run(m, ex):
-        a, b = _bc(ra(m), rb(m))
-        wd(m, fp64.mul(a, b, rnd), ex)
-    return run
-
-
-@semantic("DFMA", family="double")
-def dfma(ctx: Ctx):
-    rnd = _rnd(ctx)
-    ra, rb, rc = ctx.f64(1), ctx.f64(2), ctx.f64(3)
-    wd = ctx.dst64(0)
-
-    def run(m, ex):
-        a, b, c = _bc(ra(m), rb(m), rc(m))
-        wd(m, fp64.fma(a, b, c, rnd), ex)
+        wd(m, op(*_bc(*(r(m) for r in readers)), rnd), ex)
     return run
 
 

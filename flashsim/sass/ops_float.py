@@ -20,9 +20,9 @@ _EXP = np.uint32(0x7F800000)
 _MAN = np.uint32(0x007FFFFF)
 
 
-def _bc(*xs):
-    """Operands as uint32 arrays of one common shape (copies only those that must be broadcast)."""
-    arrs = [np.asarray(x, np.uint32) for x in xs]
+def _bc(*xs, dtype=np.uint32):
+    """Operands as ``dtype`` arrays of one common shape (copies only those that must be broadcast)."""
+    arrs = [np.asarray(x, dtype) for x in xs]
     shape = np.broadcast_shapes(*(a.shape for a in arrs))
     return [a if a.shape == shape else np.ascontiguousarray(np.broadcast_to(a, shape)) for a in arrs]
 

@@ -97,6 +97,8 @@ class Ctx:
             v = np.uint32(op.value & 0xFFFFFFFF)
             return lambda m: v
         if k == "c":
+            if op.reg != RZ:  # only LDC reads c[bank][Rn + off], through const() with its executing lanes
+                raise self.unsupported(f"the register-indexed constant operand {op.text!r}")
             return self.const(op, 4)
         if k == "sr":
             return self.special(op)
@@ -111,8 +113,9 @@ class Ctx:
         reg, ureg = op.reg, op.ureg
 
         def read_indexed(m, lanes=None):
-            # lanes: the lanes executing the load (default every runnable lane); only they read the bank, so
-            # only their addresses can fault (a lane waiting at another PC holds whatever its branch left)
+            # lanes: the lanes executing the load, which a lane-register index needs (only they read the bank,
+            # so only their addresses can fault: a lane waiting at another PC holds whatever its branch left)
+            assert reg == RZ or lanes is not None, "a register-indexed constant read needs its executing lanes"
             idx = np.int64(off)
             if reg != RZ:
                 idx = idx + m.R[reg].astype(np.int64)
@@ -166,6 +169,8 @@ class Ctx:
                 return lambda m: m.UR[lo].astype(np.uint64) | (m.UR[lo + 1].astype(np.uint64) << np.uint64(32))
             return lambda m: (m.UR[lo].astype(np.uint64) | (m.UR[lo + 1].astype(np.uint64) << np.uint64(32)))[..., None]
         if op.kind == "c":
+            if op.reg != RZ:
+                raise self.unsupported(f"the register-indexed constant operand {op.text!r}")
             return self.const(op, 8)
         if op.kind == "imm":
             v = np.uint64((op.value & 0xFFFFFFFF) << (32 if imm_high else 0))

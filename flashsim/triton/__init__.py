@@ -54,6 +54,25 @@ def require():
     return triton
 
 
+def bundled_ptxas() -> str:
+    """The ptxas Triton ships (12.8 with Triton 3.6.0): flashsim's second compiler of CUDA C (NVRTC's PTX)."""
+    from pathlib import Path
+
+    triton = require()
+    path = Path(triton.__file__).resolve().parent / "backends" / "nvidia" / "bin" / "ptxas"
+    if not path.is_file():
+        raise TritonUnavailable(f"Triton {triton.__version__} ships no ptxas at {path}")
+    return str(path)
+
+
+def ptx_for_bundled_ptxas(ptx: str) -> str:
+    """NVRTC 13.0's PTX (ISA 9.0) as the bundled ptxas 12.8 reads it (ISA 8.7), for code that uses nothing
+    newer."""
+    import re
+
+    return re.sub(r"^\.version 9\.0$", ".version 8.7", ptx, count=1, flags=re.M)
+
+
 def _current_options():
     from flashsim.sass.machine import ExecOptions
 

@@ -483,11 +483,11 @@ def rnd64(a: int, mode: str):
 
 
 def d2i(a: int, mode: str, lo: int, hi: int, wide: bool):
-    """cvt.r*i.{s,u}{32,64}.f64: round, saturate; a NaN gives 0 for the 32-bit forms (PTX ISA), the 64-bit
-    forms' NaN is the hardware's (0x8000000000000000 for f32 sources on the H100)."""
+    """cvt.r*i.{s,u}{32,64}.f64: round, saturate. A NaN is left to the hardware: the PTX ISA's 0 for the
+    32-bit forms is not what the H200 gives (0x80000000, probe_d2i, traces/double)."""
     x = dec(a)
     if x[0] == "nan":
-        return None if wide else 0
+        return None
     if x[0] == "inf":
         return (hi if x[1] == 0 else lo) & M64
     return min(max(_integral(x[2], mode), lo), hi) & M64
@@ -650,7 +650,8 @@ def _r_d2i(c):
         row += [d2i(x, m, *_U32, False) for m in _MODES]
         row += [d2i(x, m, *_S64, True) for m in _MODES] + [d2i(x, m, *_U64, True) for m in _MODES]
         nx = neg64(x)
-        row += [0 if nx is None else d2i(nx, "rz", *_S32, False) & M32, x >> 32, x & M32,
+        neg = None if nx is None else d2i(nx, "rz", *_S32, False)
+        row += [None if neg is None else neg & M32, x >> 32, x & M32,
                 None if dec(x)[0] == "nan" else d2i(ABS_OP(x), "rz", *_S64, True)]
         rows.append(row)
     return [_table(rows)]

@@ -183,8 +183,8 @@ def test_conversions():
         got = fp64.to_f32(x, mode)
         for v, g in zip(map(int, x[::7]), map(int, got[::7])):
             fv = _f(v)
-            if np.isnan(fv):
-                assert g == 0x7FFFFFFF
+            if np.isnan(fv):  # sign and top payload bits kept, quieted (measured: traces/double)
+                assert g == ((v >> 32) & 0x80000000) | 0x7FC00000 | ((v >> 29) & 0x7FFFFF)
                 continue
             with gmpy2.context(gmpy2.context(precision=24, emin=-148, emax=128, subnormalize=True,
                                              round=_ROUND[mode])) as cx:

@@ -98,3 +98,13 @@ def test_the_gpu_agrees_on_the_divergent_aggregate(k):
     for w in range(2):
         lo = sorted(got[32 * w:32 * w + k] - got[32 * w])
         assert lo == list(range(k)) and (got[32 * w + k:32 * w + 32] == 0xFFFFFFFF).all()
+
+
+def test_padding_that_never_executes_parses_whatever_nvdisasm_prints():
+    from flashsim.sass.isa import SassParseError, parse_instruction
+
+    # CUDA 13.0's nvdisasm prints ptxas's `@!PT LDS RZ, [RZ]` padding as `RZ[RZ]`: kept, with no operands
+    ins = parse_instruction(0x190, {"opcode": "LDS", "operands": "RZ[RZ]", "predicate": "@!PT"})
+    assert ins.operands == () and ins.guard.invert
+    with pytest.raises(SassParseError, match="pc=0x0190 `@P0 LDS RZ\\[RZ\\]`"):
+        parse_instruction(0x190, {"opcode": "LDS", "operands": "RZ[RZ]", "predicate": "@P0"})

@@ -407,9 +407,17 @@ def from_f32(bits32, *, nan_rule: NanRule | None = None) -> np.ndarray:
 
 def to_f32(bits, rnd: str = "rn") -> np.ndarray:
     """``cvt.<rnd>.f32.f64`` (F2F.F32.F64): IEEE rounding to binary32, subnormal results kept, overflow per
-    the mode; a NaN gives the canonical f32 NaN 0x7FFFFFFF (as every narrowing cvt measured on the H100)."""
+    the mode; a NaN keeps its sign and the top 22 bits of its payload, quieted (probe_d2f on the H200,
+    traces/double, 2026-12-02: 0x7FF4000000000000 gives 0x7FE00000, not the canonical NaN)."""
     _mode(rnd)
-    return np.asarray(requantize(np.asarray(bits, np.uint64), F64, F32, rnd), np.uint32)
+    b = np.asarray(bits, np.uint64)
+    out = np.asarray(requantize(b, F64, F32, rnd), np.uint32)
+    nan = is_nan(b)
+    if np.any(nan):
+        kept = (((b >> np.uint64(32)) & np.uint64(0x80000000)) | np.uint64(0x7FC00000)
+                | ((b >> np.uint64(29)) & np.uint64(0x007FFFFF))).astype(np.uint32)
+        out = np.where(nan, kept, out).astype(np.uint32)
+    return out
 
 
 def _ordered(x, y):

@@ -261,10 +261,15 @@ def parse_instruction(pc: int, rec: dict, files: list[str] | None = None) -> Ins
         pred = None
     text = (f"{pred} " if pred else "") + op_full + (" " + ", ".join(parts) if parts else "")
     try:
-        operands = tuple(parse_operand(o) for o in parts)
         guard = parse_operand(pred[1:]) if pred else None
+        operands = tuple(parse_operand(o) for o in parts)
     except SassParseError as exc:
-        raise SassParseError(f"pc={pc:#06x} `{text}`: {exc}") from None
+        if pred in ("@!PT", "@!UPT"):
+            # ptxas's padding never executes; some nvdisasm releases print its operands unreadably
+            # (CUDA 13.0's `@!PT LDS RZ[RZ]`): keep the instruction without them
+            operands = ()
+        else:
+            raise SassParseError(f"pc={pc:#06x} `{text}`: {exc}") from None
     line = None
     if "source-line" in rec:
         fid = rec.get("source-file-id", 0)

@@ -271,9 +271,13 @@ def f2i(ctx: Ctx):
             out = np.where(x >= 2.0**64, np.uint64(0xFFFFFFFFFFFFFFFF), r.astype(np.uint64))
         if wide:
             # measured on the H100 (probe_f2i64, 2026-11-24): a NaN converts to 0x8000000000000000 in all
-            # eight 64-bit forms, signed and unsigned alike (the 32-bit forms give 0, as the PTX ISA says);
-            # assumed of the .F64 forms too (probe_d2i of gpu/double_probes.py measures them)
+            # eight 64-bit forms, signed and unsigned alike (the 32-bit forms of an f32 give 0, as the PTX ISA
+            # says); the .F64 forms too (probe_d2i, traces/double, 2026-12-02)
             out = np.where(nan, np.uint64(0x8000000000000000), out)
+        elif double:
+            # a NaN double converts to 0x80000000 in every 32-bit form, signed and unsigned (probe_d2i on the
+            # H200, traces/double, 2026-12-02: not the 0 of the f32 forms)
+            out = np.where(nan, np.uint32(0x80000000), out)
         wd(m, out, ex)
     return run
 

@@ -379,6 +379,9 @@ class Program:
         return inline_sites(self.cubin_sha256).get(self.kernel.name, {}).get(pc, ())
 
     def _compile(self, ins: Instr):
+        g = ins.guard
+        if g is not None and g.kind in ("p", "up") and g.index == PT and g.invert:
+            return lambda m, active: None  # @!PT: never executes (ptxas's padding), whatever it holds
         entry = SEMANTICS.get(ins.opcode)
         if entry is None:
             return _raiser(NotImplementedError(

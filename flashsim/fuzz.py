@@ -42,7 +42,7 @@ __all__ = ["BUILDS", "NV", "Batch", "Outcome", "build", "digest", "draw_program"
            "programs", "render", "render_module", "run_interp", "shrink", "GENERATOR_VERSION"]
 
 #: bump when the generator or the renderer changes what a program means (recorded in every corpus)
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 NV = 6  # 32-bit values per thread
 NIN = 1024  # words of the input table every thread may index
 NSITE = 8  # shared atomic accumulators per warp
@@ -308,15 +308,31 @@ def draw_programs(n: int, seed: int, **kw) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------- rendering
-PRELUDE = r"""#include <cuda_fp16.h>
+_HEAD = r"""#include <cuda_fp16.h>
 #include <cuda_bf16.h>
 static __device__ __forceinline__ float F(unsigned x) { return __uint_as_float(x); }
 static __device__ __forceinline__ unsigned U(float x) { return __float_as_uint(x); }
-static __device__ __forceinline__ __half2 U2H(unsigned x) { __half2 h; *reinterpret_cast<unsigned*>(&h) = x; return h; }
+"""
+#: the helpers of each generator version. Version 1 moved 16-bit pairs through a reinterpret_cast, which
+#: breaks C++'s aliasing rule: ptxas then kept stale high halves (two H200 differences of campaign seed 2
+#: were the program's, not the interpreter's); version 2 builds and splits pairs with the intrinsics.
+PRELUDES = {
+    1: _HEAD + r"""static __device__ __forceinline__ __half2 U2H(unsigned x) { __half2 h; *reinterpret_cast<unsigned*>(&h) = x; return h; }
 static __device__ __forceinline__ unsigned H2U(__half2 h) { return *reinterpret_cast<unsigned*>(&h); }
 static __device__ __forceinline__ __nv_bfloat162 U2B(unsigned x) { __nv_bfloat162 h; *reinterpret_cast<unsigned*>(&h) = x; return h; }
 static __device__ __forceinline__ unsigned B2U(__nv_bfloat162 h) { return *reinterpret_cast<unsigned*>(&h); }
-"""
+""",
+    2: _HEAD + r"""static __device__ __forceinline__ __half2 U2H(unsigned x) {
+  return __halves2half2(__ushort_as_half((unsigned short)x), __ushort_as_half((unsigned short)(x >> 16))); }
+static __device__ __forceinline__ unsigned H2U(__half2 h) {
+  return (unsigned)__half_as_ushort(__low2half(h)) | ((unsigned)__half_as_ushort(__high2half(h)) << 16); }
+static __device__ __forceinline__ __nv_bfloat162 U2B(unsigned x) {
+  return __halves2bfloat162(__ushort_as_bfloat16((unsigned short)x), __ushort_as_bfloat16((unsigned short)(x >> 16))); }
+static __device__ __forceinline__ unsigned B2U(__nv_bfloat162 h) {
+  return (unsigned)__bfloat16_as_ushort(__low2bfloat16(h)) | ((unsigned)__bfloat16_as_ushort(__high2bfloat16(h)) << 16); }
+""",
+}
+PRELUDE = PRELUDES[GENERATOR_VERSION]
 
 
 def _shfl_ok(mode: str, delta: int, width: int, lanes: int) -> bool:
@@ -600,7 +616,10 @@ def render(prog: dict, name: str = "fz") -> str:
 
 def render_module(progs: Sequence[dict], names: Sequence[str] | None = None) -> str:
     names = list(names) if names is not None else [f"fz{i}" for i in range(len(progs))]
-    return PRELUDE + "\n".join(render(p, n) for p, n in zip(progs, names))
+    versions = {int(p.get("v", GENERATOR_VERSION)) for p in progs} or {GENERATOR_VERSION}
+    if len(versions) != 1 or not versions <= set(PRELUDES):
+        raise bad_argument("progs", sorted(versions), f"expected programs of one generator version of {sorted(PRELUDES)}")
+    return PRELUDES[versions.pop()] + "\n".join(render(p, n) for p, n in zip(progs, names))
 
 
 # ---------------------------------------------------------------------------------------------- inputs

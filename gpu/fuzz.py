@@ -106,9 +106,10 @@ _FORM = re.compile(r"`(?:@!?U?P\w+ )?([A-Z0-9_]+(?:\.[A-Z0-9_]+)*)")
 
 
 def refusal_key(msg: str) -> str:
-    """A refusal message grouped by what is not modelled (the SASS form, without PC and line)."""
-    head = msg.split(": pc=")[0]
+    """A refusal or error message grouped by what is not modelled or what went wrong (the SASS form, without
+    PC, line, lanes, addresses or other numbers)."""
     m = _FORM.search(msg)
+    head = re.sub(r"0x[0-9a-fA-F]+|\d+", "N", msg.split(": pc=")[0].split("`")[0])
     return f"{head} [{m.group(1)}]" if m else head
 
 

@@ -12,9 +12,11 @@ and in the interpreter) to a minimal program that still differs, kept with the G
 regression probe.
 
 Writes DIR/fuzz_report.json (counts, forms executed, refusals, differences), DIR/fuzz_report.md,
-DIR/corpus.jsonl.xz (every compared program with the GPU's output digest per build) and
-DIR/regressions.json (the shrunk programs with their GPU outputs). tests/test_fuzz.py replays a committed
-sample (traces/fuzz) in the interpreter.
+DIR/corpus.jsonl.xz (every compared program with the GPU's output digest per build, and under "gpu_only" the
+digests of the programs the interpreter refused or failed on) and
+DIR/regressions.json (the shrunk programs with their GPU outputs), and the rows to commit under traces/fuzz:
+DIR/sample.jsonl.xz (every 60th compared program) and DIR/gpu_only.jsonl.xz (the programs the interpreter
+refused or failed on). tests/test_fuzz.py replays both in the interpreter.
 """
 
 from __future__ import annotations
@@ -184,7 +186,10 @@ def campaign(n: int, seed: int, *, builds: Sequence[str] = fz.BUILDS, workers: i
                 if j is not None:
                     pending.append(pool.submit(_chunk_job, j))
             progs = res["progs"]
-            record = {i: {"chunk": res["chunk"], "i": i, "prog": p, "gpu": {}} for i, p in enumerate(progs)}
+            # "gpu": the GPU's output digest of each build compared; "gpu_only": of each build the interpreter
+            # refused or failed (a hardware answer for whoever models that form next: tests/test_fuzz.py)
+            record = {i: {"chunk": res["chunk"], "i": i, "prog": p, "gpu": {}, "gpu_only": {}}
+                      for i, p in enumerate(progs)}
             for which, entry in res["builds"].items():
                 st = stats[which]
                 st["compile_errors"] += len(entry["compile_errors"])
@@ -198,6 +203,8 @@ def campaign(n: int, seed: int, *, builds: Sequence[str] = fz.BUILDS, workers: i
                 runs = gpu(entry["cubin"], [progs[i] for i in index], names)
                 for k, (i, o) in enumerate(zip(index, entry["outcomes"])):
                     g0, g1 = runs[k]
+                    if (o.refused or o.error) and not _differs(g0, g1):
+                        record[i]["gpu_only"][which] = fz.digest(g0)
                     if o.refused:
                         st["refused"] += 1
                         key = refusal_key(o.refused)
@@ -227,7 +234,7 @@ def campaign(n: int, seed: int, *, builds: Sequence[str] = fz.BUILDS, workers: i
                         st["equal"] += 1
             if sink:
                 for r in record.values():
-                    if r["gpu"]:
+                    if r["gpu"] or r["gpu_only"]:
                         sink.write(json.dumps(r, separators=(",", ":")) + "\n")
             done += 1
             if done % 10 == 0 or not pending:
@@ -313,6 +320,28 @@ def write_report(report: dict, out: Path) -> None:
     (out / "fuzz_report.md").write_text("\n".join(lines) + "\n")
 
 
+def write_samples(corpus: Path, report: dict, out: Path, every: int = 60) -> tuple[int, int]:
+    """From a campaign's corpus, the rows to commit: ``sample.jsonl.xz``, every ``every``-th compared program
+    (differences left out) with the GPU's digests, and ``gpu_only.jsonl.xz``, every program the interpreter
+    refused or failed on with the GPU's digest of those builds. Returns the two row counts."""
+    differ = {(d["chunk"], d["i"]) for d in report["differences"]}
+    n_sample = n_only = k = 0
+    with lzma.open(corpus, "rt", encoding="utf-8") as src, \
+            lzma.open(out / "sample.jsonl.xz", "wt", encoding="utf-8") as sample, \
+            lzma.open(out / "gpu_only.jsonl.xz", "wt", encoding="utf-8") as only:
+        for line in src:
+            r = json.loads(line)
+            if r.get("gpu_only"):
+                only.write(json.dumps({**r, "gpu": {}}, separators=(",", ":")) + "\n")
+                n_only += 1
+            if r["gpu"] and (r["chunk"], r["i"]) not in differ:
+                if k % every == 0:
+                    sample.write(json.dumps({**r, "gpu_only": {}}, separators=(",", ":")) + "\n")
+                    n_sample += 1
+                k += 1
+    return n_sample, n_only
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     import os
 
@@ -325,6 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--builds", default=",".join(fz.BUILDS))
     ap.add_argument("--time-limit", type=float, default=None, help="stop drawing new chunks after this many seconds")
     ap.add_argument("--shrink-seconds", type=float, default=120.0)
+    ap.add_argument("--sample-every", type=int, default=60, help="keep every N-th compared program in sample.jsonl.xz")
     args = ap.parse_args(argv)
     builds = [b for b in args.builds.split(",") if b]
     for b in builds:
@@ -342,6 +372,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                       corpus=args.out / "corpus.jsonl.xz", log=log)
     report["provenance"] = provenance()
     write_report(report, args.out)
+    n_sample, n_only = write_samples(args.out / "corpus.jsonl.xz", report, args.out, every=args.sample_every)
+    log(f"samples: {n_sample} compared programs (sample.jsonl.xz), {n_only} answered by the GPU alone "
+        f"(gpu_only.jsonl.xz)")
     log(f"done: {report['programs']} programs, {len(report['differences'])} differences, "
         f"{sum(s['refused'] for s in report['stats'].values())} refused, {len(report['errors'])} errors")
     return 1 if report["differences"] or report["errors"] else 0

@@ -154,6 +154,33 @@ def compilers(traces: Path = COMPILER_TRACES) -> dict[str, dict]:
     return forms
 
 
+def fuzz(traces: Path = COMPILER_TRACES) -> tuple[dict[str, int], str]:
+    """The differential fuzzer's H200 campaigns (traces/fuzz/*/fuzz_report.json): {form: compared programs
+    (summed over builds and campaigns) that executed it, bit-identical to the GPU}, and where and when."""
+    counts: dict[str, int] = {}
+    where, total = set(), 0
+    for path in sorted((traces / "fuzz").glob("*/fuzz_report.json")):
+        rep = json.loads(path.read_text())
+        if rep["differences"]:
+            continue  # a campaign with a difference credits nothing
+        for form, r in rep["forms"].items():
+            counts[form] = counts.get(form, 0) + int(r["programs"])
+        prov = rep.get("provenance", {})
+        where.add(f"{prov.get('name', 'GPU')}, {prov.get('date', '')}")
+        total += sum(st["compared"] for st in rep["stats"].values())
+    return counts, f"{'; '.join(sorted(where))} (traces/fuzz: {total:,} compared programs)" if where else ""
+
+
+def merge_fuzz(data: dict, counts: dict[str, int], where: str) -> dict:
+    """``data`` with the fuzzer's counts as each form's ``fuzz_programs`` (replacing an earlier merge's)."""
+    for rec in data["forms"].values():
+        rec.pop("fuzz_programs", None)
+    for form, n in counts.items():
+        data["forms"].setdefault(form, {"kernels": {}, "problems": 0, "probe_cases": 0})["fuzz_programs"] = n
+    data.setdefault("provenance", {})["fuzz"] = where
+    return data
+
+
 def merge(data: dict, extra: dict) -> dict:
     """``data`` with the compilers' evidence added (replacing what an earlier merge added)."""
     forms = data["forms"]
@@ -178,13 +205,18 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=2, help="processes re-running the problems (default 2)")
     p.add_argument("--compilers-only", action="store_true",
                    help="keep the table's traces/sass evidence, (re)merge only the other compilers' records")
+    p.add_argument("--fuzz-only", action="store_true",
+                   help="keep the table, (re)merge only the differential fuzzer's counts (traces/fuzz)")
     a = p.parse_args(argv)
-    if a.compilers_only:
-        from flashsim.sass.evidence import load
+    from flashsim.sass.evidence import load
 
+    if a.fuzz_only:
+        data = load()
+    elif a.compilers_only:
         data = merge(load(), compilers())
     else:
         data = merge(build(a.traces, workers=a.workers), compilers())
+    data = merge_fuzz(data, *fuzz())
     dest = Path(flashsim.__file__).resolve().parent / "data" / DATA
     dest.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(f"{len(data['forms'])} instruction forms -> {dest}")

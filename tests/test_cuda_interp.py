@@ -564,3 +564,92 @@ def test_a_zero_filling_cp_async_reads_only_its_src_size_bytes():
                                               for t in range(32)], np.uint32))
     with pytest.raises(Exception, match=r"out-of-bounds global address.*lane=31.*cp.async reads 12 bytes"):
         k((1,), (32,), (g, out, np.uint32(12)))
+
+
+# forms the differential fuzzer met refused: register-indexed byte and half constants, LOP3 with a predicate
+# input, FSET (the GPU side is tests/test_sass_gpu.py)
+FOUND = r"""
+__constant__ unsigned char T8[64] = {0, 1, 2, 3, 250, 251, 252, 253, 128, 127, 129, 126, 7, 8, 9, 10, 11, 12, 13,
+  14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 200, 201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211,
+  212, 213, 214, 215, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 255};
+__constant__ short T16[32] = {-1, 2, -3, 4, -32768, 32767, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, -17, 18, 19, 20, 21,
+  22, 23, 24, 25, 26, 27, 28, 29, 30, 31, -32};
+__constant__ signed char TS8[32] = {-1, 2, -3, 4, -128, 127, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, -17, 18, 19, 20,
+  21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, -32};
+extern "C" __global__ void subword(const unsigned* in, unsigned* out) {
+  unsigned t = threadIdx.x, x = in[t];
+  unsigned r;
+  if (x & 1) r = T8[x & 63] + 1000u * (unsigned)(int)T16[(x >> 6) & 31];  // divergent: each side its own LDC
+  else r = (unsigned)(int)TS8[(x >> 11) & 31];
+  out[t] = r;
+}
+extern "C" __global__ void lop3p(const unsigned* in, unsigned* out) {
+  unsigned t = threadIdx.x, a = in[t], b = in[t + 32], c = in[t + 64], d, p;
+  asm("{ .reg .pred q, r; setp.ne.u32 q, %4, 0; lop3.or.b32 %0|r, %2, %3, %5, 0x96, q; selp.u32 %1, 1, 0, r; }"
+      : "=r"(d), "=r"(p) : "r"(a), "r"(b), "r"(t & 3), "r"(c));
+  out[t] = d; out[t + 32] = p;
+}
+extern "C" __global__ void fset(const float* in, float* out) {
+  unsigned t = threadIdx.x; float a = in[t], b = in[t + 32], r, s; unsigned u;
+  asm("set.gtu.f32.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  asm("set.lt.ftz.f32.f32 %0, %1, %2;" : "=f"(s) : "f"(a), "f"(b));
+  asm("set.neu.u32.f32 %0, %1, %2;" : "=r"(u) : "f"(a), "f"(b));
+  out[t] = r; out[t + 32] = s; out[t + 64] = __uint_as_float(u);
+}
+"""
+
+
+def found_inputs(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    words = rng.integers(0, 2**32, size=96, dtype=np.uint64).astype(np.uint32)
+    words[:4] = [0, 1, 0xFFFFFFFF, 0x80000000]
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, 1.0, -1.0, 2.5], np.float32)
+    f = rng.standard_normal(64).astype(np.float32)
+    f[rng.integers(64, size=24)] = specials[rng.integers(len(specials), size=24)]
+    return words, f
+
+
+def _found_module():
+    return fc.RawModule(code=FOUND)
+
+
+def test_indexed_sub_word_constants_lop3_predicate_input_and_fset():
+    mod = _found_module()
+    forms = {n: [i.text for i in mod.get_function(n)._prog().instructions.values()] for n in ("subword", "lop3p", "fset")}
+    assert {"LDC.U8", "LDC.S16", "LDC.S8"} <= {t.split()[1] if t.startswith("@") else t.split()[0]
+                                               for t in forms["subword"]}
+    assert any(t.startswith("LOP3.LUT P") and not t.endswith("!PT") for t in forms["lop3p"])
+    assert any(t.startswith("FSET.BF.") for t in forms["fset"])
+    cmod = re.search(r"T8\[64\] = \{([^}]*)\}", FOUND)
+    t8 = np.array([int(v) for v in cmod.group(1).split(",")], np.uint8)
+    t16 = np.array([int(v) for v in re.search(r"T16\[32\] = \{([^}]*)\}", FOUND).group(1).split(",")], np.int16)
+    ts8 = np.array([int(v) for v in re.search(r"TS8\[32\] = \{([^}]*)\}", FOUND).group(1).split(",")], np.int8)
+    for seed in range(3):
+        words, f = found_inputs(seed)
+        x = words[:32]
+        out = fc.zeros((32,), np.uint32)
+        mod.get_function("subword")((1,), (32,), (fc.asarray(x), out))
+        odd = t8[x & 63].astype(np.int64) + 1000 * t16[(x >> 6) & 31].astype(np.int64)
+        ref = np.where(x & 1, odd, ts8[(x >> 11) & 31].astype(np.int64)).astype(np.int64) & 0xFFFFFFFF
+        np.testing.assert_array_equal(out.get(), ref.astype(np.uint32))
+
+        out = fc.zeros((64,), np.uint32)
+        mod.get_function("lop3p")((1,), (32,), (fc.asarray(words), out))
+        a, b, c = words[:32], words[32:64], words[64:]
+        d = a ^ b ^ c  # LUT 0x96
+        np.testing.assert_array_equal(out.get()[:32], d)
+        np.testing.assert_array_equal(out.get()[32:], ((d != 0) | (np.arange(32) & 3 != 0)).astype(np.uint32))
+
+        out = fc.zeros((96,), np.float32)
+        mod.get_function("fset")((1,), (32,), (fc.asarray(f), out))
+        a, b = f[:32], f[32:]
+        flush = lambda v: np.where(np.abs(v) < np.float32(2.0**-126), np.float32(0) * np.sign(v), v)  # noqa: E731
+        with np.errstate(invalid="ignore"):
+            gtu = ~(a <= b)
+            lt = flush(a) < flush(b)
+            neu = ~(a == b)
+        got = out.get().view(np.uint32)
+        np.testing.assert_array_equal(got[:32], np.where(gtu, 0x3F800000, 0).astype(np.uint32))
+        np.testing.assert_array_equal(got[32:64], np.where(lt, 0x3F800000, 0).astype(np.uint32))
+        np.testing.assert_array_equal(got[64:], np.where(neu, 0xFFFFFFFF, 0).astype(np.uint32))
+

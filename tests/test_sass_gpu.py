@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import flashsim.cuda as fc
-from tests.test_cuda_interp import (BASIC, GENERIC, GENERIC_S8, HEADERS, IDIOMS, MATRIX, ROOTS, ROUNDING,
-                                    SPIN_WAIT, roots_inputs, rounding_inputs)
+from tests.test_cuda_interp import (BASIC, FOUND, GENERIC, GENERIC_S8, HEADERS, IDIOMS, MATRIX, ROOTS, ROUNDING,
+                                    SPIN_WAIT, found_inputs, roots_inputs, rounding_inputs)
 
 gpu = pytest.mark.gpu
 
@@ -115,3 +115,12 @@ def test_fa_kernels_interpreter_equals_gpu_on_the_same_cubin(kernel):
         for a, b in zip(g, i):  # out, LSE (or None) and, with dropout and return_attn_probs, the probabilities
             if a is not None:
                 np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8), err_msg=case.describe())
+
+
+@gpu
+@pytest.mark.parametrize("seed", range(4))
+def test_indexed_sub_word_constants_lop3_predicate_input_and_fset_on_gpu(seed):
+    words, f = found_inputs(seed)
+    _assert_same(*_both(FOUND, "subword", (1,), (32,), lambda: [words[:32].copy(), np.zeros(32, np.uint32)]))
+    _assert_same(*_both(FOUND, "lop3p", (1,), (32,), lambda: [words.copy(), np.zeros(64, np.uint32)]))
+    _assert_same(*_both(FOUND, "fset", (1,), (32,), lambda: [f.copy(), np.zeros(96, np.float32)]))

@@ -2,10 +2,11 @@
 from package data (flashsim/data/sass_evidence.json), so it works from any directory.
 
 For every instruction form (opcode with its modifiers, as nvdisasm prints it) the record says in how many
-H100-compared problems (bit-identical on the GPU, per kernel) the interpreter executed it, and how many
-per-opcode probe cases ran it. ``python -m flashsim.gpu.sass_evidence`` builds the file from the committed
-reports under traces/sass (it re-runs the FlashAttention kernels, so it lives above them, with the harness
-that writes those reports).
+H100-compared problems (bit-identical on the GPU, per kernel) the interpreter executed it, how many
+per-opcode probe cases ran it, and how many of the differential fuzzer's compared programs (traces/fuzz).
+``python -m flashsim.gpu.sass_evidence`` builds the file from the committed reports under traces/sass (it
+re-runs the FlashAttention kernels, so it lives above them, with the harness that writes those reports);
+``--fuzz-only`` re-merges only the fuzzer's counts.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ def rows() -> list[tuple[str, str, str]]:
     prov = ev.get("provenance", {})
     base_where = f"{prov.get('gpu', 'GPU')}, {prov.get('date', '')}".rstrip(", ")
     other_where = prov.get("compilers", "")
+    fuzz_where = prov.get("fuzz", "")
     out = []
     for op, fam in sorted(opcodes.table(), key=lambda t: (t[1], t[0])):
         seen = sorted((f, r) for f, r in ev.get("forms", {}).items()
-                      if f.split(".")[0] == op and (r["problems"] or r["probe_cases"]))
+                      if f.split(".")[0] == op and (r["problems"] or r["probe_cases"] or r.get("fuzz_programs")))
         if not seen:
             out.append((op, fam, "modelled; no recorded H100 comparison executed it yet"))
             continue
@@ -49,11 +51,15 @@ def rows() -> list[tuple[str, str, str]]:
                 sources.add(other_where)
             if set(r["kernels"]) - own or r["probe_cases"] - r.get("form_probe_lanes", 0):
                 sources.add(base_where)
+            if r.get("fuzz_programs"):
+                sources.add(fuzz_where)
             bits = []
             if r["problems"]:
                 bits.append(f"ran in {r['problems']} kernel problems ({', '.join(sorted(r['kernels']))})")
             if r["probe_cases"]:
                 bits.append(f"{r['probe_cases']:,} probe lanes")
+            if r.get("fuzz_programs"):
+                bits.append(f"{r['fuzz_programs']:,} fuzzed programs")
             parts.append(f"{form}: {'; '.join(bits)}")
         where = "; ".join(sorted(w for w in sources if w)) or base_where
         out.append((op, fam, f"bit-exact on {where}: " + " | ".join(parts)))

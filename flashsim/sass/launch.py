@@ -132,28 +132,40 @@ class Launch:
                         f"(modelled: {', '.join(f'{k:#x} {v}' for k, v in DRIVER_WORDS.items())})")
         if off < 0 or off + width > len(data):
             raise NotImplementedError(f"c[{bank:#x}][{off:#x}] lies outside the bank ({len(data)} bytes)")
-        raw = bytes(data[off:off + width])
+        raw = bytes(data[off:off + width]).ljust(max(width, 4), b"\0")  # a byte or half: zero-extended
         return np.frombuffer(raw, np.uint64 if width == 8 else np.uint32)[0]
 
     def const_gather(self, bank: int, idx: np.ndarray, width: int, ins, m, lanes=None):
+        """The ``width``-byte constants (1, 2, 4 or 8, little-endian, zero-extended) at the byte addresses
+        ``idx`` of ``bank``; only ``lanes`` read (and can fault)."""
         data = self.banks.get(bank)
         if data is None:
             raise NotImplementedError(f"constant bank {bank} is not in this module: {ins.where()}")
         idx = np.asarray(idx, np.int64)
         lanes = (m.st == 0) if lanes is None else np.asarray(lanes, bool)
         lanes = np.broadcast_to(lanes, idx.shape) if idx.shape == lanes.shape else np.ones(idx.shape, bool)
-        bad = lanes & ((idx < 0) | (idx + width > len(data)) | (idx % 4 != 0))
-        if bad.any():
-            if bad.shape == m.st.shape:
-                raise fault("out-of-bounds constant address", m, ins, bad, idx, f"bank {bank} has {len(data)} bytes")
-            raise NotImplementedError(f"constant bank read outside bank {bank}: {ins.where()}")
+        outside = lanes & ((idx < 0) | (idx + width > len(data)))
+        if outside.any():
+            if outside.shape == m.st.shape:
+                raise fault("out-of-bounds constant address", m, ins, outside, idx, f"bank {bank} has {len(data)} bytes")
+            raise NotImplementedError(f"uniform constant read at c[{bank:#x}][{int(idx.flat[0]):#x}] outside the "
+                                      f"bank ({len(data)} bytes) is not modelled: {ins.where()}")
+        odd = lanes & (idx % width != 0)
+        if odd.any():
+            raise NotImplementedError(f"misaligned {width}-byte constant read at c[{bank:#x}]"
+                                      f"[{int(idx[odd].flat[0]):#x}] is not modelled: {ins.where()}")
         safe = np.where(lanes, idx, 0)
-        words = np.frombuffer(bytes(data[: len(data) // 4 * 4]), np.uint32)
-        lo = words[safe >> 2]
-        if width == 8:
-            hi = words[(safe >> 2) + 1]
-            return lo.astype(np.uint64) | (hi.astype(np.uint64) << np.uint64(32))
-        return lo
+        if width >= 4:
+            words = np.frombuffer(bytes(data[: len(data) // 4 * 4]), np.uint32)
+            lo = words[safe >> 2]
+            if width == 4:
+                return lo
+            return lo.astype(np.uint64) | (words[(safe >> 2) + 1].astype(np.uint64) << np.uint64(32))
+        raw = np.frombuffer(bytes(data), np.uint8)
+        out = np.zeros(safe.shape, np.uint64)
+        for k in range(width):
+            out |= raw[safe + k].astype(np.uint64) << np.uint64(8 * k)
+        return out.astype(np.uint32)
 
     def new_shared(self, ctas: int, warps: int) -> SharedMemory:
         opts = {"banks": False, "races": self.races}

@@ -183,7 +183,9 @@ class Machine:
         self.UR = np.zeros((64, A, W), np.uint32)
         self.UP = np.zeros((8, A, W), bool)
         self.UP[PT] = True
-        self.B = np.zeros((16, A, W), np.uint32)  # convergence barrier masks (BSSY)
+        # convergence barrier masks (BSSY), a copy per lane: lanes on two sides of a branch may each set the same
+        # Bn for their own region (ptxas reuses B registers across an if/else), and each waits for its own
+        self.B = np.zeros((16, A, W, 32), np.uint32)
         tid = np.arange(W * 32).reshape(W, 32)
         bx, by = launch.block[0], launch.block[1]
         self.tid = (tid % bx, (tid // bx) % by, tid // (bx * by))
@@ -405,14 +407,15 @@ class Machine:
                 at = lanes & (self.pc[a, w] == p)
                 if not at.any():
                     continue
-                need = self.wait_need[a, w][at][0]
-                need_mask = ((need >> np.arange(32, dtype=np.uint64)) & 1).astype(bool)
-                alive = need_mask & (self.st[a, w] != EXITED) & (self.st[a, w] != NONE)
-                if (alive & ~at).any():
-                    continue
-                self.st[a, w][at] = RUN
-                self.pc[a, w][at] = p + 16
-                freed = True
+                live = (self.st[a, w] != EXITED) & (self.st[a, w] != NONE)
+                for need in np.unique(self.wait_need[a, w][at]):  # lanes here may wait for different sets
+                    need_mask = ((need >> np.arange(32, dtype=np.uint64)) & 1).astype(bool)
+                    if (need_mask & live & ~at).any():
+                        continue
+                    group = at & (self.wait_need[a, w] == need)
+                    self.st[a, w][group] = RUN
+                    self.pc[a, w][group] = p + 16
+                    freed = True
         return freed
 
     def run_inline(self, pcs, lanes: np.ndarray) -> None:

@@ -68,6 +68,7 @@ MODIFIERS: dict[str, frozenset] = {
     "FMUL": frozenset({'FTZ', 'RM', 'RP', 'RZ', 'SAT'}),
     "FRND": frozenset({'CEIL', 'F32', 'F64', 'FLOOR', 'FTZ', 'TRUNC'}),
     "FSEL": frozenset(),
+    "FSET": FCMP | BOPS | frozenset({'BF', 'FTZ'}),
     "FSETP": FCMP | BOPS | frozenset({'FTZ'}),
     "HADD2": frozenset({'F32', 'BF16_V2'}),
     "HFMA2": frozenset({'MMA', 'BF16_V2'}),

@@ -155,14 +155,15 @@ def exit_(ctx: Ctx):
 
 @semantic("BSSY", family="control")
 def bssy(ctx: Ctx):
-    # BSSY Bn, reconvergence: Bn = the lanes executing it (the lanes a later BSYNC Bn waits for)
+    # BSSY Bn, reconvergence: each executing lane's Bn = the lanes executing it (the lanes its later BSYNC Bn
+    # waits for). Per lane: the two sides of a divergent branch each set Bn for their own region (the
+    # differential fuzzer found the H200 finishing programs where one warp-wide Bn deadlocked)
     b = ctx.ops[0].index
 
     @control
     def run(m, ex, active):
         lanes = lanes_of(m, active) if ex is None else ex
-        warps = lanes.any(axis=2)
-        m.B[b] = np.where(warps, lane_bits(lanes), m.B[b])
+        m.B[b] = np.where(lanes, lane_bits(lanes)[..., None], m.B[b])
         return None
     return run
 
@@ -178,20 +179,21 @@ def break_(ctx: Ctx):
         lanes = lanes_of(m, active) if ex is None else ex
         if cond is not None:
             lanes = lanes & cond(m)
-        m.B[b] &= ~lane_bits(lanes)
+        m.B[b] &= ~lane_bits(lanes)[..., None]
         return None
     return run
 
 
-def _converge(m, pc: int, ex, active, need: np.ndarray) -> str:
-    """Lanes ``ex`` wait at ``pc`` for every live lane of ``need`` ((A, W) uint32 masks) to arrive."""
+def _converge(m, pc: int, ex, active, need: np.ndarray, per_lane: bool = False) -> str:
+    """Lanes ``ex`` wait at ``pc`` for every live lane of ``need`` ((A, W) uint32 masks, or (A, W, 32): each
+    lane's own, with ``per_lane``) to arrive."""
     act = lanes_of(m, active)
     lanes = act if ex is None else (np.asarray(ex) & act)
     if active is None and ex is None:
         return None  # lock-step: every live lane is already here
     m.leave_together()
     m.pc[act & ~lanes] = pc + 16  # guard false: fall through
-    m.wait_at(lanes, pc, need[..., None])
+    m.wait_at(lanes, pc, need if per_lane else need[..., None])
     m._release_convergence()
     return "moved"
 
@@ -203,7 +205,7 @@ def bsync(ctx: Ctx):
 
     @control
     def run(m, ex, active):
-        return _converge(m, pc, ex, active, m.B[b])
+        return _converge(m, pc, ex, active, m.B[b], per_lane=True)
     return run
 
 

@@ -116,30 +116,48 @@ _FCMP = {
 _BOP = {"AND": np.logical_and, "OR": np.logical_or, "XOR": np.logical_xor}
 
 
-@semantic("FSETP", family="float")
-def fsetp(ctx: Ctx):
-    # FSETP.cmp[.FTZ].bop p, q, a, b, c: p = (a cmp b) bop c, q = !(a cmp b) bop c; ordered compares are
-    # false on NaN, the U forms true (setp.<cmp>.f32)
+def _fcompare(ctx: Ctx, a: int, b: int):
+    """The compare of operands ``a`` and ``b`` of FSET / FSETP (its .cmp and .FTZ), and the predicate join
+    (.bop): ordered compares are false on NaN, the U forms true (setp.<cmp>.f32)."""
     mods = ctx.mods
     cmp = next((k for k in ("LTU", "EQU", "LEU", "GTU", "NEU", "GEU", "NUM", "NAN", "LT", "EQ", "LE", "GT",
                             "NE", "GE", "T", "F") if k in mods), None)
     bop = next((k for k in _BOP if k in mods), None)
-    ctx.need(cmp is not None and bop is not None, f"FSETP form {ctx.ins.name}")
+    ctx.need(cmp is not None and bop is not None, f"{ctx.ins.opcode} form {ctx.ins.name}")
     ftz = "FTZ" in mods
+    ra, rb, f = ctx.f32(a), ctx.f32(b), _FCMP[cmp]
+
+    def compare(m):
+        x, y = _bc(ra(m), rb(m))
+        if ftz:
+            x, y = _flush(x), _flush(y)
+        with np.errstate(invalid="ignore"):
+            return f(x.view(np.float32), y.view(np.float32))
+    return compare, _BOP[bop]
+
+
+@semantic("FSETP", family="float")
+def fsetp(ctx: Ctx):
+    # FSETP.cmp[.FTZ].bop p, q, a, b, c: p = (a cmp b) bop c, q = !(a cmp b) bop c
+    compare, g = _fcompare(ctx, 2, 3)
     wp, wq = ctx.dst(0), ctx.dst(1)
-    ra, rb, rc = ctx.f32(2), ctx.f32(3), ctx.pred(4)
-    f, g = _FCMP[cmp], _BOP[bop]
+    rc = ctx.pred(4)
 
     def run(m, ex):
-        a, b = _bc(ra(m), rb(m))
-        if ftz:
-            a, b = _flush(a), _flush(b)
-        with np.errstate(invalid="ignore"):
-            r = f(a.view(np.float32), b.view(np.float32))
-        c = rc(m)
+        r, c = compare(m), rc(m)
         wp(m, g(r, c), ex)
         wq(m, g(~r, c), ex)
     return run
+
+
+@semantic("FSET", family="float")
+def fset(ctx: Ctx):
+    # FSET[.BF].cmp[.FTZ].bop d, a, b, c: d = ((a cmp b) bop c) ? (.BF: 1.0f, else 0xFFFFFFFF) : 0
+    # (set.<cmp>.<bop>.{f32,u32}.f32)
+    compare, g = _fcompare(ctx, 1, 2)
+    wd, rc = ctx.dst(0), ctx.pred(3)
+    one = np.uint32(0x3F800000 if "BF" in ctx.mods else 0xFFFFFFFF)
+    return lambda m, ex: wd(m, np.where(g(compare(m), rc(m)), one, np.uint32(0)).astype(np.uint32), ex)
 
 
 @semantic("FSEL", family="float")

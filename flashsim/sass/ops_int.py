@@ -329,8 +329,12 @@ def lea(ctx: Ctx):
     hi = "HI" in mods
     sx = "SX32" in mods
     x = "X" in mods
-    ra = ctx.raw(i)
-    ctx.need(not ctx.ops[i].neg, "a negated LEA shifted operand")
+    # a negated shifted operand: (-a) << s and -(a << s) agree modulo 2^32, so the plain form's sum is defined
+    # either way; its carry out, a carry in or .HI's 64-bit shift would depend on how the negation is done
+    neg = ctx.ops[i].neg
+    ctx.need(not neg or not (hi or x or preds), f"a negated LEA shifted operand in {ctx.ins.name} with a carry "
+                                                 "or a high part")
+    ra = ctx.u32(i) if neg else ctx.raw(i)
     rb = ctx.u32(i + 1)
     j = i + 2
     rc = None
@@ -383,7 +387,8 @@ def lop3(a, b, c, lut: int):
 
 @semantic("LOP3", "ULOP3", family="int")
 def lop3_sem(ctx: Ctx):
-    # LOP3.LUT [p,] d, a, b, c, lut, q: d = lut(a, b, c); p = (d != 0) (q = !PT: nothing added)
+    # LOP3.LUT [p,] d, a, b, c, lut, q: d = lut(a, b, c); p = (d != 0) OR q (lop3.or.b32 d|p, ..., q; ptxas
+    # writes !PT, OR's neutral input, where there is no q)
     ops = ctx.ops
     pout = None
     i = 0
@@ -393,9 +398,11 @@ def lop3_sem(ctx: Ctx):
     ra, rb, rc = ctx.u32(i + 1), ctx.u32(i + 2), ctx.u32(i + 3)
     ctx.need(ops[i + 4].kind == "imm", "LOP3 with a register LUT")
     lut = ops[i + 4].value & 0xFF
+    rq = None
     if len(ops) > i + 5:
         q = ops[i + 5]
-        ctx.need(q.kind in ("p", "up") and q.index == 7 and q.invert, f"LOP3's predicate input {q.text}")
+        ctx.need(q.kind in ("p", "up"), f"LOP3's predicate input {q.text}")
+        rq = ctx.pred(i + 5)
     wd = ctx.dst(d)
     wp = ctx.dst(pout) if pout is not None else None
 
@@ -403,7 +410,8 @@ def lop3_sem(ctx: Ctx):
         r = lop3(ra(m), rb(m), rc(m), lut)
         wd(m, r, ex)
         if wp is not None:
-            wp(m, r != 0, ex)
+            t = r != 0
+            wp(m, t | rq(m) if rq is not None else t, ex)
     return run
 
 

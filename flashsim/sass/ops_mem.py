@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from flashsim.numerics import fp32
+from flashsim.errors import location
 from flashsim.sass.isa import RZ, URZ, Operand
 from flashsim.sass.launch import LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE
-from flashsim.sass.machine import fault, lanes_of
+from flashsim.sass.machine import fault, lanes_of, warps_of
 from flashsim.sass.program import Ctx, semantic
 from flashsim.smem import CP_ASYNC_P0, SM90
 from flashsim.warp import ldmatrix, ld_shared, st_shared, stmatrix
@@ -298,29 +299,35 @@ def ldc(ctx: Ctx):
     src = ctx.ops[1]
     ctx.need(src.kind == "c", f"{ctx.ins.name} source {src.text}")
     if width < 4:
-        # LDC.{U8,S8,U16,S16} at a fixed offset (Triton's i8 / u16 scalar parameters): the bytes of the bank,
-        # little-endian, zero- or sign-extended to 32 bits as ld.const.{u,s}{8,16} define
-        ctx.need(src.reg == RZ and src.ureg == URZ and src.value % width == 0,
-                 f"{ctx.ins.text} (an indexed or misaligned sub-word constant load)")
-        word = Operand("c", index=src.index, value=src.value & ~3, text=src.text)
-        rw = ctx.const(word, 4)
-        shift, mask = np.uint32(8 * (src.value & 3)), np.uint32((1 << (8 * width)) - 1)
+        # LDC.{U8,S8,U16,S16} (Triton's i8 / u16 scalar parameters, indexed tables of bytes or halves): the
+        # bytes of the bank, little-endian, zero- or sign-extended to 32 bits as ld.const.{u,s}{8,16} define
         top = np.uint32(1 << (8 * width - 1))
         wd = ctx.dst(0)
+        if src.reg == RZ and src.ureg == URZ:
+            ctx.need(src.value % width == 0, f"{ctx.ins.text} (a misaligned sub-word constant load)")
+        read = _const_reader(ctx, src, width)
 
         def run(m, ex):
-            v = (np.asarray(rw(m), np.uint32) >> shift) & mask
+            v = np.asarray(read(m, ex), np.uint32)
             if signed:
                 v = (v ^ top) - top  # sign extension in 32-bit wrap-around arithmetic
             wd(m, np.asarray(v, np.uint32), ex)
         return run
-    rd = ctx.const(src, width)
+    read = _const_reader(ctx, src, width)
     wd = ctx.dst64(0) if width == 8 else ctx.dst(0)
-    if src.reg != RZ and not ctx.uniform:
-        # an indexed load reads (and can fault) only where it executes (the differential fuzzer found lanes
-        # waiting at another PC faulting here on the registers their branch left)
-        return lambda m, ex: wd(m, rd(m, lanes_of(m, ex)), ex)
-    return lambda m, ex: wd(m, rd(m), ex)
+    return lambda m, ex: wd(m, read(m, ex), ex)
+
+
+def _const_reader(ctx: Ctx, src: Operand, width: int):
+    """(m, ex) -> the constants an LDC / ULDC reads. An indexed load reads (and can fault) only where it
+    executes: its lanes, or for ULDC its warps (the differential fuzzer found lanes waiting at another PC, and
+    warps elsewhere in the program, faulting here on the registers their own code left)."""
+    rd = ctx.const(src, width)
+    if src.reg == RZ and src.ureg == URZ:
+        return lambda m, ex: rd(m)
+    if ctx.uniform:
+        return lambda m, ex: rd(m, warps_of(m, ex))
+    return lambda m, ex: rd(m, lanes_of(m, ex))
 
 
 # ------------------------------------------------------------------------------------------------ cp.async
@@ -506,6 +513,21 @@ def _atomic_words(buf: np.ndarray, k: np.ndarray, op: str, typ: str, vals, cmps,
     return old
 
 
+def _refuse_contended_spin64(ctx: Ctx, m, c, w, l, k) -> None:
+    """ATOMS.CAST.SPIN.64 with two lanes of one warp on one word: the H200 does not take them in lane order
+    (traces/triton/form_probes.json, probe_atoms_cast and probe_atoms_f64: lanes 0, 4, ..., 28 on one word won
+    in the order 0, 8, 16, 24, 4, 20, 28, 12) and its order is not modelled, so the old values and a float
+    sum would be guesses. The 32-bit form's lane order is measured and modelled."""
+    key = (c.astype(np.int64) * m.W + w) * (1 << 40) + k
+    uniq, first, counts = np.unique(key, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        j = first[np.argmax(counts > 1)]
+        raise NotImplementedError(
+            f"{location(cta=int(m.cta_ids[c[j]]), warp=int(w[j]), lane=int(l[j]))} and another lane of its warp "
+            f"contend for one 64-bit word in {ctx.ins.name}: the order the GPU takes them in is not modelled: "
+            f"{ctx.ins.where()}")
+
+
 def _atomic_factory(ctx: Ctx, space: str):
     # ATOMG.E.op[.type] d, [addr], v (CAS: d, [addr], cmp, v); REDG.E.op [addr], v; ATOMS.op d, [addr], v
     mods = ctx.mods
@@ -514,7 +536,8 @@ def _atomic_factory(ctx: Ctx, space: str):
     # (1, 0) / (0, 0) for .64). ptxas loops on it (LDS, compute, CAST.SPIN, branch back unless d == 1) for the
     # shared atomics sm_90 has no instruction for: f32 / f64 / f16x2 / bf16x2 add, 64-bit add, min, max, and, or,
     # xor. Lanes of one execution on one word go in (cta, warp, lane) order as every atomic here does, so one
-    # lane (the lowest) of those that read the same value wins each trip round the loop.
+    # lane (the lowest) of those that read the same value wins each trip round the loop (measured for the
+    # 32-bit form; the 64-bit form's order differs and is refused where lanes of a warp contend).
     cast = "CAST" in mods
     if cast:
         ctx.need("SPIN" in mods and space == "shared" and op is None, f"atomic {ctx.ins.name}")
@@ -588,6 +611,8 @@ def _atomic_factory(ctx: Ctx, space: str):
                                          None if cv is None else cv[sel], ftz)
         else:  # every CTA's shared memory, as one word array
             k = c * (m.smem.size // width) + ad[c, w, l] // width
+            if cast and words == 2:
+                _refuse_contended_spin64(ctx, m, c, w, l, k)
             got = _atomic_words(m.smem.data.reshape(-1).view(wdt), k, op, typ, v, cv, ftz)
         if cast:  # the success flag, not the old word
             got = (got == cv).astype(wdt)

@@ -97,7 +97,7 @@ class Ctx:
             v = np.uint32(op.value & 0xFFFFFFFF)
             return lambda m: v
         if k == "c":
-            if op.reg != RZ:  # only LDC reads c[bank][Rn + off], through const() with its executing lanes
+            if op.reg != RZ or op.ureg != URZ:  # only LDC / ULDC index, through const() with who executes
                 raise self.unsupported(f"the register-indexed constant operand {op.text!r}")
             return self.const(op, 4)
         if k == "sr":
@@ -115,14 +115,14 @@ class Ctx:
         def read_indexed(m, lanes=None):
             # lanes: the lanes executing the load, which a lane-register index needs (only they read the bank,
             # so only their addresses can fault: a lane waiting at another PC holds whatever its branch left)
-            assert reg == RZ or lanes is not None, "a register-indexed constant read needs its executing lanes"
+            assert lanes is not None, "an indexed constant read needs its executing lanes (warps for ULDC)"
             idx = np.int64(off)
             if reg != RZ:
                 idx = idx + m.R[reg].astype(np.int64)
             if ureg != URZ:
                 u = m.UR[ureg].astype(np.int64)
                 idx = idx + (u if self.uniform else u[..., None])
-            return m.launch.const_gather(bank, idx, width, self.ins, m, lanes)
+            return m.launch.const_gather(bank, np.broadcast_to(idx, np.shape(lanes)), width, self.ins, m, lanes)
         return read_indexed
 
     def u32(self, i: int) -> Reader:
@@ -169,7 +169,7 @@ class Ctx:
                 return lambda m: m.UR[lo].astype(np.uint64) | (m.UR[lo + 1].astype(np.uint64) << np.uint64(32))
             return lambda m: (m.UR[lo].astype(np.uint64) | (m.UR[lo + 1].astype(np.uint64) << np.uint64(32)))[..., None]
         if op.kind == "c":
-            if op.reg != RZ:
+            if op.reg != RZ or op.ureg != URZ:
                 raise self.unsupported(f"the register-indexed constant operand {op.text!r}")
             return self.const(op, 8)
         if op.kind == "imm":

@@ -133,14 +133,18 @@ def _dtype_name(x) -> str:
     return "bfloat16" if x.dtype == ml_dtypes.bfloat16 else "float16"
 
 
-def warm_up(kernels, q, k, v, kw: dict, *, banks: bool, gpu: bool = False) -> float:
+def warm_up(kernels, q, k, v, kw: dict, *, banks: bool, gpu: bool = False, progress=None) -> float:
     """Run each kernel once on the smallest problem of its domain (its twin, with ``banks`` its cubin in the
     SASS interpreter, with ``gpu`` its CUDA build on the GPU), so that numba's compilation and NVRTC's happen
-    here, once, and not inside the first kernel's time. Returns the seconds it took."""
+    here, once, and not inside the first kernel's time (both are cached on disk, so only a first run pays
+    much). ``progress(done, total)`` counts the kernels. Returns the seconds it took."""
     from flashsim.errors import ArgumentError
 
     t0 = time.perf_counter()
-    for kernel in kernels:
+    kernels = list(kernels)
+    for i, kernel in enumerate(kernels):
+        if progress is not None:
+            progress(i, len(kernels))
         tiny = _tiny(kernel, q, k, v)
         if tiny is None:
             continue
@@ -157,6 +161,8 @@ def warm_up(kernels, q, k, v, kw: dict, *, banks: bool, gpu: bool = False) -> fl
                 run_kernel(kernel, tq, tk, tv, **kw)
         except (NotImplementedError, ArgumentError):  # outside the kernel's domain: the run says so
             continue
+    if progress is not None:
+        progress(len(kernels), len(kernels))
     return time.perf_counter() - t0
 
 

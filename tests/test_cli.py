@@ -103,9 +103,10 @@ def test_check_warm_up_takes_the_jit_out_of_the_first_kernel(monkeypatch, capsys
     seen = []
     real = check.warm_up
 
-    def spy(kernels, q, k, v, kw, *, banks, gpu=False):
+    def spy(kernels, q, k, v, kw, *, banks, gpu=False, progress=None):
         seen.append((tuple(kernels), q.shape, banks, gpu))
-        return real(kernels, q, k, v, kw, banks=banks, gpu=gpu)
+        assert progress is not None  # the warm-up shows how far it is
+        return real(kernels, q, k, v, kw, banks=banks, gpu=gpu, progress=progress)
 
     monkeypatch.setattr(check, "warm_up", spy)
     assert main(["check", "--kernel", "fa2,kernel1", "--seqlen", "64", "--no-banks"]) == 0

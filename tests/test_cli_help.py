@@ -244,3 +244,23 @@ def test_readme_trace_commands_on_your_own_runs(tmp_path, monkeypatch, capsys):
         out = capsys.readouterr().out
         assert rc == 0, (c, out[-2000:])
     assert (tmp_path / "run.html").stat().st_size > 0
+
+
+def test_the_top_level_summary_matches_the_commands_and_imports_none_of_them():
+    from flashsim.cli import COMMANDS, summary_parser
+
+    full = {c.dest: c.help for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+            for c in a._choices_actions}
+    light = {c.dest: c.help for a in summary_parser()._actions if isinstance(a, argparse._SubParsersAction)
+             for c in a._choices_actions}
+    assert light == full and [n for n, _ in COMMANDS] == list(full)
+    assert summary_parser().format_help() == build_parser().format_help()
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom flashsim.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in ('numpy', 'numba', 'flashsim.sass.opcodes', 'flashsim.check') if m in sys.modules)\n"
+            "print('HEAVY', heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
+    assert out.startswith("flashsim ")
+    assert "HEAVY []" in out, out

@@ -299,6 +299,18 @@ def test_json_html_svg_are_written_and_not_overwritten_without_force(tmp_path, c
     assert rc == 0 and json.loads(j.read_text())["run"]["exit_status"] == 0
     rc, _, err = run(capsys, "run", EXAMPLE, *ARGS, "--json", tmp_path / "nope" / "r.json")
     assert rc == 2 and "the folder" in err and "does not exist" in err
+    x = tmp_path / "x"
+    rc, out, err = run(capsys, "run", EXAMPLE, *ARGS, "--html", x, "--json", x)
+    assert rc == 2 and not out and f"--json='{x}': is also --html's file: give each output its own" in err
+
+
+def test_an_unwritable_output_folder_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch):
+    import os
+
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == tmp_path else real(p, mode, **kw))
+    rc, out, err = run(capsys, "run", EXAMPLE, *ARGS, "--html", tmp_path / "r.html")
+    assert rc == 2 and not out and f"the folder {tmp_path} is not writable" in err
 
 
 def test_outputs_can_be_saved(tmp_path, capsys):
@@ -487,3 +499,12 @@ def test_trace_at_a_source_line(tmp_path, capsys):
     assert "needs --trace" in capsys.readouterr().err
     assert main(["run", *base, "--trace", str(out), "--at", "run_example.cu:16"]) == 2  # exists, no --force
     assert "exists" in capsys.readouterr().err
+
+
+def test_a_huge_grid_is_refused_before_anything_runs_with_the_estimate(capsys):
+    args = [a for a in ARGS]
+    i = args.index("--grid")
+    args[i + 1] = "2147483647"
+    rc, out, err = run(capsys, "run", EXAMPLE, *args)
+    assert rc == 2 and not out
+    assert "2147483647 CTAs of 2 warps are 4,294,967,294 warps" in err and "more than --max-warps 10,000,000" in err and "pass --max-warps N" in err

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import flashsim.cuda as fc
-from flashsim.errors import SimulatedFault
+from flashsim.errors import ArgumentError, SimulatedFault
 from flashsim.sass import toolchain
 from flashsim.sass.toolchain import CompileError
 from flashsim.sass.cubin import CubinError
@@ -653,3 +653,76 @@ def test_indexed_sub_word_constants_lop3_predicate_input_and_fset():
         np.testing.assert_array_equal(got[32:64], np.where(lt, 0x3F800000, 0).astype(np.uint32))
         np.testing.assert_array_equal(got[64:], np.where(neu, 0xFFFFFFFF, 0).astype(np.uint32))
 
+
+@pytest.mark.parametrize("name", ["naïve.cu", "dïr/ü k.cu", "a\\b.cu", 'q"uote.cu', "日本/カーネル.cu", "plain.cu"])
+def test_any_file_name_compiles_and_a_fault_names_it(tmp_path, name, monkeypatch):
+    # nvdisasm garbles bytes past ASCII and backslashes in a file name and ptxas rejects a quote; NVRTC puts a
+    # relative name in the directory it ran in. The fault names the file as the user named it
+    monkeypatch.chdir(tmp_path)
+    src = 'extern "C" __global__ void k(float* x) { x[threadIdx.x + 1000000] = 1.f; }\n'
+    for full in (name, str(tmp_path / name)):
+        mod = fc.RawModule(code=src, name=full)
+        with pytest.raises(SimulatedFault, match=re.escape(f"at {full}:1)")):
+            mod.get_function("k")((1,), (32,), (fc.zeros(32, np.float32),))
+
+
+def test_headers_beside_a_source_with_an_awkward_name_are_found(tmp_path):
+    d = tmp_path / "dïr"
+    d.mkdir()
+    (d / "h.cuh").write_text("#define VAL 4.f\n")
+    src = '#include "h.cuh"\nextern "C" __global__ void k(float* x) { x[threadIdx.x] = VAL; }\n'
+    x = fc.zeros(32, np.float32)
+    fc.RawModule(code=src, name=str(d / "kü.cu")).get_function("k")((1,), (32,), (x,))
+    assert (x.get() == 4).all()
+    with pytest.raises(CompileError, match=re.escape(f"{d / 'bäd.cu'}(1): error")):
+        fc.RawModule(code="xx", name=str(d / "bäd.cu"))
+
+
+def test_nvdisasm_json_with_octal_escapes_and_bare_backslashes():
+    raw = b'[{"a": 1}, [], {"directories": ["/t/d\\303\\257r", "/t/a\\"], "files": [{"file": "k.cu"}]}]'
+    doc = toolchain.nvdisasm_json(raw)
+    assert doc[2]["directories"] == ["/t/dïr", "/t/a\\"]
+    assert toolchain.nvdisasm_json(b'{"x": "ok \\"q\\""}') == {"x": 'ok "q"'}  # valid JSON is read as is
+
+
+def test_cupy_array_creation_functions():
+    np.testing.assert_array_equal(fc.ones((2, 3), np.int32).get(), np.ones((2, 3), np.int32))
+    np.testing.assert_array_equal(fc.full(4, 2.5).get(), np.full(4, 2.5))
+    assert fc.full(4, 2.5).dtype == np.float64 and fc.full(3, 7, np.uint8).dtype == np.uint8
+    np.testing.assert_array_equal(fc.arange(5).get(), np.arange(5))
+    np.testing.assert_array_equal(fc.arange(1, 10, 3, dtype=np.float32).get(), np.arange(1, 10, 3, dtype=np.float32))
+    base = fc.asarray(np.arange(6, dtype=np.float16).reshape(2, 3))
+    for f, want in ((fc.zeros_like, 0), (fc.ones_like, 1)):
+        r = f(base)
+        assert r.shape == (2, 3) and r.dtype == np.float16 and (r.get() == want).all()
+    assert fc.empty_like(base, dtype=np.int8).dtype == np.int8
+    assert (fc.full_like(np.zeros(3, np.int64), 9).get() == 9).all()
+    with pytest.raises(ArgumentError, match=r"^a='list': expected"):
+        fc.zeros_like([1, 2])
+
+
+@pytest.mark.parametrize("dtype", ["float128", "complex256", "U4", "datetime64[s]", "V8"])
+def test_dtypes_with_no_cuda_counterpart_are_refused(dtype):
+    if not hasattr(np, dtype.split("[")[0]) and dtype in ("float128", "complex256"):
+        pytest.skip(f"numpy has no {dtype} on this platform")
+    with pytest.raises(ArgumentError, match=r"^dtype=.*no CUDA counterpart"):
+        fc.zeros(4, dtype)
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"ctas_per_batch": 0}, r"^ctas_per_batch="), ({"max_steps": -1}, r"^max_steps="),
+    ({"max_steps": 1.5}, r"^max_steps="), ({"schedule_seed": "x"}, r"^schedule_seed="),
+    ({"schedule_seed": -3}, r"^schedule_seed="), ({"progress": 3}, r"^progress="),
+])
+def test_exec_options_are_checked(kw, match):
+    with pytest.raises(ArgumentError, match=match):
+        fc.ExecOptions(**kw)
+
+
+def test_the_dynamic_shared_memory_limit_is_checked_when_set():
+    f = basic_module().get_function("basic")
+    f.max_dynamic_shared_size_bytes = 100_000
+    assert f.attributes["max_dynamic_shared_size_bytes"] == 100_000
+    for bad in (10**6, -1, 2.0, True):
+        with pytest.raises(ArgumentError, match=r"^max_dynamic_shared_size_bytes=.*expected an int from 0 to"):
+            f.max_dynamic_shared_size_bytes = bad

@@ -172,3 +172,101 @@ def test_another_projects_hypothesis_profile_is_left_alone(pytester, run):
     result = run("-s")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*PROFILE 7 *"])
+
+
+# ------------------------------------------------------------------ installed, in projects that never use it
+@pytest.fixture
+def auto(pytester, monkeypatch):
+    """Run pytest in a child process as a project that does not use flashsim sees it: every installed plugin
+    auto-loaded, flashsim's entry point among them (skipped where the package is not installed)."""
+    from importlib.metadata import entry_points
+
+    if not any(ep.value == "flashsim.pytest_plugin" for ep in entry_points(group="pytest11")):
+        pytest.skip("flashsim is not installed (its pytest11 entry point is what these tests are about)")
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.delenv("CI", raising=False)
+
+    def _run(*args: str):
+        return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+    return _run
+
+
+def test_a_project_with_its_own_gpu_option_and_marker_is_left_alone(pytester, auto):
+    pytester.makeconftest(
+        "def pytest_addoption(parser):\n"
+        "    parser.addoption('--gpu', action='store_true', help='this project\\'s own')\n"
+        "def pytest_configure(config):\n"
+        "    config.addinivalue_line('markers', 'gpu: this project\\'s own')\n")
+    pytester.makepyfile(test_x=GPU_TEST)
+    result = auto("--strict-markers")
+    result.assert_outcomes(passed=2)  # its gpu test is not skipped
+    auto("--gpu").assert_outcomes(passed=2)  # and its --gpu is its own
+
+
+def test_strict_markers_still_catches_an_unregistered_gpu_marker(pytester, auto):
+    pytester.makepyfile(test_x=GPU_TEST)
+    result = auto("--strict-markers")
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*'gpu' not found in `markers` configuration option*"])
+
+
+def test_a_project_with_a_registered_gpu_marker_runs_its_gpu_tests(pytester, auto):
+    pytester.makeini("[pytest]\nmarkers =\n    gpu: needs a GPU (this project runs them everywhere)\n")
+    pytester.makepyfile(test_x=GPU_TEST)
+    auto("--strict-markers").assert_outcomes(passed=2)
+    result = auto("--gpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # flashsim adds no --gpu it did not ask for
+    result.stderr.fnmatch_lines(["*unrecognized arguments: --gpu*"])
+
+
+def test_a_project_opts_in_through_its_ini(pytester, auto):
+    pytester.makeini("[pytest]\nflashsim_gpu_marker = gpu\n")
+    pytester.makepyfile(test_x=GPU_TEST)
+    result = auto("--strict-markers", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED *test_x.py*needs a GPU: run pytest --gpu"])
+
+
+def test_the_namespaced_marker_and_flag_work_without_opting_in(pytester, auto):
+    pytester.makepyfile(test_x="import pytest\n\n@pytest.mark.flashsim_gpu\ndef test_on_gpu():\n    pass\n")
+    result = auto("--strict-markers", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED *needs a GPU: run pytest --flashsim-gpu"])
+
+
+AXPB_TEST = '''
+import numpy as np
+import flashsim.cuda as fc
+from flashsim.testing import assert_matches_gpu
+
+def test_axpb():
+    mod = fc.RawModule(code='extern "C" __global__ void axpb(float* y) { y[threadIdx.x] = 2.f * y[threadIdx.x]; }')
+    assert_matches_gpu(mod, "axpb", (1,), (32,), (np.arange(32, dtype=np.float32),))
+'''
+
+
+def test_a_missing_stored_result_skips_with_the_command_and_results_are_found_beside_the_test(pytester, auto):
+    pytester.makeini("[pytest]\nflashsim_gpu_marker = gpu\n")
+    sub = pytester.mkpydir("deep")
+    (sub / "test_k.py").write_text(AXPB_TEST)
+    result = auto("-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["SKIPPED *no stored GPU result*deep*traces*golden*pytest --gpu --update-golden*"])
+    # a result stored beside the test is found from any working directory
+    import numpy as np
+
+    import flashsim.cuda as fc
+    from flashsim import testing
+
+    mod = fc.RawModule(code='extern "C" __global__ void axpb(float* y) { y[threadIdx.x] = 2.f * y[threadIdx.x]; }')
+    x = np.arange(32, dtype=np.float32)
+    key = testing.launch_key(testing.code_digest(mod, "axpb"), "axpb", (1, 1, 1), (32, 1, 1), 0, [x])
+    gold = sub / "traces" / "golden"
+    gold.mkdir(parents=True)
+    np.savez(gold / f"axpb-{key[:16]}.npz", provenance=np.array('{"kernel": "axpb"}'), out0=2 * x)
+    auto(str(sub)).assert_outcomes(passed=1)
+    other = pytester.mkdir("elsewhere")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(other)
+        auto(str(sub / "test_k.py"), "--rootdir", str(other)).assert_outcomes(passed=1)

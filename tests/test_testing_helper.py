@@ -73,10 +73,10 @@ def test_stored_gpu_result_replays(mod):
 @pytest.fixture
 def golden_tmp(tmp_path):
     s = testing._SESSION
-    saved = (s.gpu, s.update_golden, s.golden_dir)
-    testing.configure(gpu=False, update_golden=False, golden_dir=tmp_path)
+    saved = (s.gpu, s.update_golden, s.golden_dir, s.in_pytest)
+    testing.configure(gpu=False, update_golden=False, golden_dir=tmp_path, in_pytest=False)
     yield tmp_path
-    testing.configure(gpu=saved[0], update_golden=saved[1], golden_dir=saved[2])
+    testing.configure(gpu=saved[0], update_golden=saved[1], golden_dir=saved[2], in_pytest=saved[3])
 
 
 def _fake_golden(mod, args, outs, path_dir):
@@ -87,7 +87,7 @@ def _fake_golden(mod, args, outs, path_dir):
     return path
 
 
-def test_missing_golden_fails_and_says_how_to_record(mod, golden_tmp):
+def test_missing_golden_outside_pytest_fails_and_says_how_to_record(mod, golden_tmp):
     with pytest.raises(testing.GoldenMissing, match="--update-golden"):
         testing.assert_matches_gpu(mod, "axpb", (2,), (128,), _axpb_args(100))
 

@@ -14,7 +14,6 @@ import re
 import sys
 
 from flashsim._version import __version__
-from flashsim.cli import check, info, layout, pipeline, run, trace, warp
 from flashsim.errors import FlashsimError
 
 __all__ = ["build_parser", "main", "parsers", "plain"]
@@ -57,10 +56,47 @@ def _plain_help(parser: argparse.ArgumentParser) -> None:
                     choice.help = plain(choice.help)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="flashsim", description=__doc__)
+#: every command and its one-line help, for ``flashsim``, ``--help`` and ``--version`` without importing the
+#: commands (and numpy, numba, the interpreter behind them): tests/test_cli_help.py checks it against the
+#: commands' own parsers
+COMMANDS = (
+    ("info", "list what is modelled (instruction families, every instruction form, the FA kernels, SASS opcodes) "
+             "and how each was verified on hardware"),
+    ("verify", "replay the committed GPU golden data on the CPU simulator, bit for bit"),
+    ("check", "run the FlashAttention kernels' twins on random inputs: error vs float64, bank conflicts per source "
+              "line, time; --gpu: bit-identity with the CUDA kernels"),
+    ("run", "run your own kernel (.cu or .cubin) once on generated inputs on the CPU: banks per source line, races, "
+            "faults, uninitialised reads, executed instructions"),
+    ("trace", "per-warp traces: record (GPU, simulator or SASS interpreter), diff, replay, show, html"),
+    ("fragment", "which lane/register/half owns every element of an mma or ldmatrix fragment"),
+    ("ldmatrix", "what each lane receives from an ldmatrix address expression, and its banks"),
+    ("banks", "wavefronts and bank conflicts of one ld/st.shared or cp.async warp instruction"),
+    ("layout", "evaluate a CuTe layout expression; print it exactly as CuTe does; draw it as SVG"),
+    ("pipeline", "fa4h's load and consumer schedule from a simulated run, against the plan"),
+)
+
+
+def _top(p: argparse.ArgumentParser) -> argparse._SubParsersAction:
     p.add_argument("--version", action="version", version=f"flashsim {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    return p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+
+def summary_parser() -> argparse.ArgumentParser:
+    """The top level alone (each command a name and its help): what ``flashsim``, ``flashsim --help`` and
+    ``--version`` need, built without importing any command."""
+    p = argparse.ArgumentParser(prog="flashsim", description=__doc__)
+    sub = _top(p)
+    for name, text in COMMANDS:
+        sub.add_parser(name, help=text)
+    _plain_help(p)
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from flashsim.cli import check, info, layout, pipeline, run, trace, warp
+
+    p = argparse.ArgumentParser(prog="flashsim", description=__doc__)
+    sub = _top(p)
     info.add_parsers(sub)
     check.add_parser(sub)
     run.add_parser(sub)
@@ -75,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     """Run a subcommand; every failure it meets ends as one line ``flashsim: error: ...`` (exit 2), Ctrl-C
     as ``interrupted`` (exit 130): never a Python traceback."""
+    words = sys.argv[1:] if argv is None else list(argv)
+    if not any(w in dict(COMMANDS) for w in words):  # no command: the top level's help, usage or version
+        summary_parser().parse_args(words)
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

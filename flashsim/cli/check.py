@@ -145,7 +145,10 @@ def cmd_check(args) -> int:
     k = rng.standard_normal((args.batch, sk, hk, args.headdim)).astype(np.float32).astype(dt)
     v = rng.standard_normal((args.batch, sk, hk, args.headdim)).astype(np.float32).astype(dt)
 
-    t_jit = check.warm_up(kernels, q, k, v, kw, banks=not args.no_banks, gpu=args.gpu)
+    print("  warming up: numba and NVRTC compile each kernel once (cached on disk: a first run takes minutes, "
+          "later ones seconds)", flush=True)
+    with Progress("warm-up", len(kernels), unit="kernel") as pr:
+        t_jit = check.warm_up(kernels, q, k, v, kw, banks=not args.no_banks, gpu=args.gpu, progress=pr)
     with where as cl:
         if cl is not None:
             print(f"  cluster: the CTA batches run on {cl.describe()} ({cl.worker_threads()} worker threads)")
@@ -153,7 +156,8 @@ def cmd_check(args) -> int:
             t0 = time.perf_counter()
             cl.client.run(check.warm_up, kernels, q[:1, :1, :1], k[:1, :1, :1], v[:1, :1, :1], kw, banks=False)
             t_jit += time.perf_counter() - t0
-        print(f"  JIT warm-up (numba and NVRTC compilation, once per process; not in the times below): {t_jit:.2f} s")
+        print(f"  JIT warm-up (numba and NVRTC compilation, cached on disk after the first run; not in the times "
+              f"below): {t_jit:.2f} s")
         ref = None
         failed, skipped = [], []
         for kernel in kernels:

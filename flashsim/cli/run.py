@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -51,6 +52,10 @@ __all__ = ["add_parser", "cmd_run"]
 # ----------------------------------------------------------------------------------------------------
 # The command
 # ----------------------------------------------------------------------------------------------------
+
+
+#: warps (CTAs x warps per CTA) past which ``flashsim run`` refuses a launch unless --max-warps says otherwise
+MAX_RUN_WARPS = 10_000_000
 
 
 def add_parser(sub) -> None:
@@ -85,6 +90,9 @@ def add_parser(sub) -> None:
     p.add_argument("--max-steps", type=positive_int, default=None, metavar="N",
                    help="scheduling steps allowed per batch of CTAs before the launch counts as a hang "
                         "(default 50,000,000)")
+    p.add_argument("--max-warps", type=positive_int, default=MAX_RUN_WARPS, metavar="N",
+                   help=f"refuse a launch of more warps (CTAs x warps per CTA) than this before it runs "
+                        f"(default {MAX_RUN_WARPS:,}: hours of interpretation at the least)")
     p.add_argument("--top", type=positive_int, default=10, metavar="N", help="rows per table (default 10)")
     p.add_argument("--html", type=Path, metavar="FILE", help="write a page: the report and the annotated source (default: none)")
     p.add_argument("--svg", type=Path, metavar="FILE", help="write a per-line bank map (ideal vs conflict wavefronts; default: none)")
@@ -150,6 +158,7 @@ def _check_outputs(args) -> None:
         raise bad_argument("--at", args.at, "needs --trace FILE (where the registers go)")
     if args.trace is not None and not args.at:
         raise bad_argument("--trace", str(args.trace), "say where with --at FILE.cu:LINE or --at 0xPC")
+    seen: dict[Path, str] = {}
     for flag, path in (("--html", args.html), ("--svg", args.svg), ("--json", args.json), ("--trace", args.trace)):
         if path is None:
             continue
@@ -159,6 +168,12 @@ def _check_outputs(args) -> None:
             raise bad_argument(flag, str(path), f"the folder {path.parent} does not exist")
         if path.exists() and not args.force:
             raise bad_argument(flag, str(path), "exists (pass --force to overwrite)")
+        if not os.access(path.parent, os.W_OK | os.X_OK):
+            raise bad_argument(flag, str(path), f"the folder {path.parent} is not writable")
+        key = path.resolve()
+        if key in seen:
+            raise bad_argument(flag, str(path), f"is also {seen[key]}'s file: give each output its own")
+        seen[key] = flag
     d = args.save_outputs
     if d is not None:
         if d.exists() and not d.is_dir():
@@ -198,8 +213,15 @@ def cmd_run(args) -> int:
     arrays = [a for a in values if a.spec.is_array]
     kernel_args = tuple(a.device if a.spec.is_array else a.host for a in values)
 
+    grid, block = tuple(args.grid), tuple(args.block)
+    warps = math.prod(grid) * math.ceil(math.prod(block) / 32)
+    if warps > args.max_warps:
+        raise bad_argument("--grid", ",".join(map(str, grid)),
+                           f"{_count(math.prod(grid), 'CTA')} of {_count(math.ceil(math.prod(block) / 32), 'warp')} "
+                           f"are {warps:,} warps, more than --max-warps {args.max_warps:,}: the interpreter runs "
+                           "about 1-2 million warp-instructions a second, so that is hours at the least; pass "
+                           "--max-warps N to run it anyway, or a smaller grid")
     with where as cl:
-        grid, block = tuple(args.grid), tuple(args.block)
         total = math.prod(grid)
         per = args.ctas_per_batch or fc.ExecOptions().ctas_per_batch
         if cl is not None and args.ctas_per_batch is None:  # about 4 batches per worker

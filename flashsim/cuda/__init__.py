@@ -7,7 +7,8 @@
     print(x.get())
 """
 
-from flashsim.cuda.memory import MemoryPointer, asarray, asnumpy, device_memory, empty, ndarray, zeros
+from flashsim.cuda.memory import (MemoryPointer, arange, asarray, asnumpy, device_memory, empty, empty_like, full,
+                                  full_like, ndarray, ones, ones_like, zeros, zeros_like)
 from flashsim.cuda.module import Function, LaunchError, RawKernel, RawModule
 from flashsim.sass.checking import Report, checking
 from flashsim.sass.machine import BarrierDeadlock, ExecOptions, StepBudgetExceeded
@@ -16,4 +17,5 @@ from flashsim.sass.toolchain import CompileError
 
 __all__ = ["BarrierDeadlock", "CompileError", "CubinError", "ExecOptions", "Function", "LaunchError",
            "MemoryPointer", "RawKernel", "RawModule", "Report", "checking", "StepBudgetExceeded", "asarray", "asnumpy",
-           "device_memory", "empty", "ndarray", "zeros"]
+           "arange", "device_memory", "empty", "empty_like", "full", "full_like", "ndarray", "ones", "ones_like", "zeros",
+           "zeros_like"]

@@ -1,4 +1,5 @@
-"""Device arrays in the simulated address space, shaped like cupy's: ``asarray``, ``zeros``, ``empty``,
+"""Device arrays in the simulated address space, shaped like cupy's: ``asarray``, ``zeros``, ``ones``, ``full``,
+``arange``, ``empty``, their ``*_like`` forms,
 ``asnumpy``, ``a.get()``, ``a.data.ptr``, ``shape``/``dtype``/``nbytes``/``size``.
 
 The process has one simulated device whose global memory (:class:`flashsim.sass.gmem.GlobalMemory`)
@@ -16,7 +17,8 @@ import numpy as np
 from flashsim.errors import bad_argument
 from flashsim.sass.gmem import GlobalMemory
 
-__all__ = ["MemoryPointer", "ndarray", "asarray", "asnumpy", "empty", "zeros", "device_memory"]
+__all__ = ["MemoryPointer", "ndarray", "arange", "asarray", "asnumpy", "device_memory", "empty", "empty_like", "full",
+           "full_like", "ones", "ones_like", "zeros", "zeros_like"]
 
 _MEMORY = GlobalMemory()
 
@@ -44,6 +46,10 @@ class ndarray:
             raise bad_argument("shape", shape, "dimensions must be non-negative")
         if dt.hasobject:
             raise bad_argument("dtype", dt, "object arrays cannot live in device memory")
+        if dt.kind in "MmUS" or (dt.kind == "V" and dt.names is None) or \
+                (dt.kind in "fc" and dt.itemsize > (8 if dt.kind == "f" else 16)):
+            raise bad_argument("dtype", dt, "a dtype with no CUDA counterpart (bool, integers, float16/32/64, "
+                                            "complex64/128 and structs of them)")
         nbytes = int(np.prod(shp, dtype=np.int64)) * dt.itemsize
         if _addr is None:  # a new allocation; else an array over existing device memory (a module global)
             _addr = _MEMORY.alloc(nbytes, name=f"{dt.name}{list(shp)}", initialized=_initialized)
@@ -135,6 +141,44 @@ def asarray(x: Any, dtype=None) -> ndarray:
 
 def zeros(shape, dtype=np.float32) -> ndarray:
     return ndarray(shape, dtype)
+
+
+def ones(shape, dtype=np.float32) -> ndarray:
+    return full(shape, 1, dtype)
+
+
+def full(shape, fill_value, dtype=None) -> ndarray:
+    """An array of ``fill_value`` (its dtype numpy's for the value when ``dtype`` is None, as cupy.full)."""
+    a = np.full(shape if isinstance(shape, (int, np.integer)) else tuple(shape), fill_value, dtype=dtype)
+    return asarray(a)
+
+
+def arange(start, stop=None, step=1, dtype=None) -> ndarray:
+    """``numpy.arange`` in device memory (cupy.arange)."""
+    return asarray(np.arange(start, stop, step, dtype=dtype) if stop is not None else np.arange(start, dtype=dtype))
+
+
+def _like(a, dtype, shape):
+    if not isinstance(a, (ndarray, np.ndarray)):
+        raise bad_argument("a", type(a).__name__, "expected a flashsim.cuda.ndarray or a numpy array")
+    return (a.shape if shape is None else shape), (a.dtype if dtype is None else dtype)
+
+
+def zeros_like(a, dtype=None, shape=None) -> ndarray:
+    return zeros(*_like(a, dtype, shape))
+
+
+def ones_like(a, dtype=None, shape=None) -> ndarray:
+    return ones(*_like(a, dtype, shape))
+
+
+def empty_like(a, dtype=None, shape=None) -> ndarray:
+    return empty(*_like(a, dtype, shape))
+
+
+def full_like(a, fill_value, dtype=None, shape=None) -> ndarray:
+    shp, dt = _like(a, dtype, shape)
+    return full(shp, fill_value, dt)
 
 
 def empty(shape, dtype=np.float32) -> ndarray:

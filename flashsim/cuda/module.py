@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import math
 import numbers
 from pathlib import Path
@@ -28,7 +29,7 @@ from flashsim.sass.isa import parse_instruction
 from flashsim.sass.launch import DEFAULT_DYNAMIC_LIMIT, MAX_SMEM_PER_CTA, Launch
 from flashsim.sass.machine import ExecOptions
 from flashsim.sass.program import Program
-from flashsim.sass.toolchain import CudaBuild, compile_cuda, disassemble
+from flashsim.sass.toolchain import CudaBuild, compile_cuda, disassemble, nvrtc_name
 from flashsim.cuda.memory import ndarray, device_memory
 
 __all__ = ["Function", "LaunchError", "RawKernel", "RawModule"]
@@ -150,9 +151,16 @@ class RawModule:
         files = []
         if len(doc) > 2 and isinstance(doc[2], dict) and "files" in doc[2]:
             dirs = doc[2].get("directories", [])
+            own = self.build.name if self.build is not None else None
             for f in doc[2]["files"]:
                 d = dirs[f["dir-idx"]] if 0 <= f.get("dir-idx", -1) < len(dirs) else ""
-                files.append(f"{d}/{f['file']}" if d else f["file"])
+                if own is not None and f["file"] == os.path.basename(nvrtc_name(own)):
+                    # code=: the source as it was named (NVRTC puts a relative name in the directory it ran in,
+                    # and a cached cubin keeps the first compile's; an awkward name went in %-encoded)
+                    files.append(own)
+                    continue
+                # NVRTC splits a name at a backslash too: the directory then ends in it
+                files.append(f"{d}{'' if d.endswith(chr(92)) else '/'}{f['file']}" if d else f["file"])
         fn = next((f for f in doc[1] if f.get("function-name") == name), None)
         if fn is None:
             raise bad_argument("name", name, f"no such kernel in the module (kernels: {sorted(self._elf.kernels)})")
@@ -209,8 +217,24 @@ class Function:
         self.module = module
         self.name = name
         self.info = module._elf.kernels[name]
-        self.max_dynamic_shared_size_bytes = DEFAULT_DYNAMIC_LIMIT
+        self._max_dynamic = DEFAULT_DYNAMIC_LIMIT
         self._program: Program | None = None
+
+    @property
+    def max_dynamic_shared_size_bytes(self) -> int:
+        """The launch limit on dynamic shared memory (cudaFuncAttributeMaxDynamicSharedMemorySize): 48 KiB
+        until set; at most what the static shared memory leaves of the CTA's 227 KiB, as the driver checks."""
+        return self._max_dynamic
+
+    @max_dynamic_shared_size_bytes.setter
+    def max_dynamic_shared_size_bytes(self, value) -> None:
+        static = max(0, self.info.static_shared - 0x400)
+        most = MAX_SMEM_PER_CTA - static
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value <= most:
+            raise bad_argument("max_dynamic_shared_size_bytes", value,
+                               f"expected an int from 0 to {most} (sm_90's {MAX_SMEM_PER_CTA} bytes a CTA, less "
+                               f"kernel {self.name!r}'s {static} static bytes); the driver refuses more")
+        self._max_dynamic = int(value)
 
     def _prog(self) -> Program:
         if self._program is None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -65,6 +66,28 @@ def cluster_dims(kernel) -> tuple[int, int, int] | None:
             if len(payload) >= 12:
                 return tuple(int.from_bytes(payload[4 * i:4 * i + 4], "little") for i in range(3))
     return None
+
+
+class CtaBatches(Sequence):
+    """The grid-linear CTA ids of a launch in batches of ``per`` (the last one shorter), made when asked for:
+    a grid of 2^31 CTAs costs nothing until its batches run."""
+
+    def __init__(self, total: int, per: int):
+        self.total, self.per = int(total), int(per)
+
+    def __len__(self) -> int:
+        return (self.total + self.per - 1) // self.per
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        start = i * self.per
+        return np.arange(start, min(self.total, start + self.per))
 
 
 class Launch:
@@ -198,7 +221,7 @@ class Launch:
         same, and so are the bits, the counts and the report (flashsim.sass.spread)."""
         total = math.prod(self.grid)
         per = max(1, int(self.options.ctas_per_batch))
-        batches = [np.arange(start, min(total, start + per)) for start in range(0, total, per)]
+        batches = CtaBatches(total, per)
         steps = warp_steps = 0
         first = 0
         try:
@@ -209,7 +232,8 @@ class Launch:
                     cl.note(f"kernel {self.name!r} runs in this process: {why}")
                 else:
                     first, steps, warp_steps = spread.run_on(cl, self, batches)
-            for ids in batches[first:]:
+            for k in range(first, len(batches)):
+                ids = batches[k]
                 m = Machine(self.program, self, ids)
                 try:
                     m.run()

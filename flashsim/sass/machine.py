@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 
-from flashsim.errors import FlashsimError, SimulatedFault, location
+from flashsim.errors import FlashsimError, SimulatedFault, bad_argument, location
 from flashsim.sass.isa import PT, Instr
 
 __all__ = ["BarrierDeadlock", "ExecOptions", "Machine", "SchedulePolicy", "StepBudgetExceeded", "fault", "lane_bits", "lanes_of",
@@ -92,6 +92,19 @@ class ExecOptions:
     # a flashsim.cluster.Cluster whose workers run the CTA batches (default: the one of an enclosing
     # ``with Cluster(...)`` block, else this process); the batches, and so the bits, are the same
     cluster: object = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "ctas_per_batch", "clock_step", "starve_steps"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise bad_argument(name, v, "expected a positive int")
+        s = self.schedule_seed
+        if s is not None and (isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0):
+            raise bad_argument("schedule_seed", s, "expected None (lowest PC first) or a non-negative int seed")
+        if self.progress is not None and not callable(self.progress):
+            raise bad_argument("progress", self.progress, "expected a callable progress(ctas_done, ctas_total)")
+        if self.schedule_policy is not None and not isinstance(self.schedule_policy, SchedulePolicy):
+            raise bad_argument("schedule_policy", self.schedule_policy, "expected a flashsim SchedulePolicy")
 
 
 def lanes_of(m: "Machine", ex) -> np.ndarray:

@@ -161,8 +161,10 @@ def cache_dir() -> Path | None:
 
 def _cache_key(source: str, name: str, opts: Sequence[str], exprs: Sequence[str]) -> str:
     h = hashlib.sha256()
-    for part in (NVRTC_PIN, HEADERS_PIN, name, "\0".join(opts), "\0".join(exprs), source):
-        h.update(part.encode() + b"\x00\x01")
+    safe = nvrtc_name(name)  # a name compiled %-encoded keys apart from its cubins of before the encoding
+    for part in (NVRTC_PIN, HEADERS_PIN, name, "\0".join(opts), "\0".join(exprs), source) + \
+            ((f"nvrtc-name:{safe}",) if safe != name else ()):
+        h.update(part.encode("utf-8", errors="surrogateescape") + b"\x00\x01")
     return h.hexdigest()
 
 
@@ -222,10 +224,24 @@ def _nvrtc_options(source, options, lineinfo: bool, arch: str = "sm_90") -> tupl
             *lines], lines
 
 
+def nvrtc_name(name: str) -> str:
+    """The program name NVRTC is given for the source file ``name``: the name itself where ptxas and the line
+    table carry it intact, else with each byte past printable ASCII, each backslash and each quote written
+    %XX (ptxas rejects a quote in a file name; nvdisasm garbles the others). The line info then names the
+    encoded file, which the loaders map back to ``name``."""
+    if all(32 <= ord(ch) < 127 and ch not in '\\"' for ch in name):
+        return name
+    return "".join(ch if 32 <= ord(ch) < 127 and ch not in '\\"%' else
+                   "".join(f"%{b:02X}" for b in ch.encode("utf-8", errors="surrogateescape")) for ch in name)
+
+
 def _nvrtc_run(source: str, name: str, opts: Sequence[str], name_expressions: Sequence[str],
                output: str) -> tuple[bytes, str, dict[str, str]]:
     """One NVRTC compilation: (its output, "CUBIN" or "PTX", as bytes; the log; {name expression: lowered
     name}). Raises CompileError with the log when NVRTC rejects the source."""
+    given, name = name, nvrtc_name(name)
+    if name != given and os.path.dirname(given):
+        opts = [*opts, f"-I{os.path.dirname(given)}"]  # its own folder's headers, which NVRTC finds by the name
     lib = _nvrtc()
     if nvrtc_version() != "13.0":
         raise ToolchainError(f"NVRTC {nvrtc_version()} found; flashsim compiles with 13.0 ({NVRTC_PIN}), the "
@@ -240,8 +256,10 @@ def _nvrtc_run(source: str, name: str, opts: Sequence[str], name_expressions: Se
             arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
             rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
             log = _get(lib, prog, "nvrtcGetProgramLogSize", "nvrtcGetProgramLog").rstrip(b"\0").decode(errors="replace")
+            if given != name:
+                log = log.replace(name, given)
             if rc != 0:
-                raise CompileError(name, log or lib.nvrtcGetErrorString(rc).decode())
+                raise CompileError(given, log or lib.nvrtcGetErrorString(rc).decode())
             out = _get(lib, prog, f"nvrtcGet{output}Size", f"nvrtcGet{output}")
             lowered = {}
             for expr in name_expressions:
@@ -335,14 +353,31 @@ def _run_nvdisasm(digest: str, cubin: bytes) -> tuple:
         path = os.path.join(tmp, "module.cubin")
         with open(path, "wb") as fh:
             fh.write(cubin)
-        proc = subprocess.run([nvdisasm_path(), "-json", "-g", path], capture_output=True, text=True, timeout=600)
+        proc = subprocess.run([nvdisasm_path(), "-json", "-g", path], capture_output=True, timeout=600)
     if proc.returncode != 0:
-        raise ToolchainError(f"nvdisasm failed on the cubin (sha256 {digest[:16]}): {proc.stderr.strip()}")
+        raise ToolchainError(f"nvdisasm failed on the cubin (sha256 {digest[:16]}): "
+                             f"{proc.stderr.decode(errors='replace').strip()}")
+    doc = nvdisasm_json(proc.stdout)
+    return tuple(doc)
+
+
+_ESCAPE = re.compile(rb"\\([0-7]{3})|\\")
+
+
+def nvdisasm_json(raw: bytes):
+    """nvdisasm's ``-json`` output as Python objects. Its strings are not always JSON: a source file name's
+    bytes past ASCII come as C octal escapes (``\\303\\257`` for 'ï') and a backslash in a name comes bare,
+    so where the text does not parse, octal escapes become their bytes and a bare backslash a literal one,
+    and the bytes are read as UTF-8 (undecodable ones kept as the file system's surrogates)."""
     try:
-        doc = json.loads(proc.stdout)
+        return json.loads(raw.decode("utf-8", errors="surrogateescape"))
+    except json.JSONDecodeError:
+        pass
+    fixed = _ESCAPE.sub(lambda m: bytes([int(m.group(1), 8)]) if m.group(1) else b"\\\\", raw)
+    try:
+        return json.loads(fixed.decode("utf-8", errors="surrogateescape"))
     except json.JSONDecodeError as exc:
         raise ToolchainError(f"nvdisasm's JSON output is unreadable: {exc}") from None
-    return tuple(doc)
 
 
 def disassemble(cubin: bytes) -> list:

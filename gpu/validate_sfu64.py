@@ -19,15 +19,14 @@ exponent for a few mantissa fields, the special values, 64-bit checksums of all 
 inputs, whether the source's low word changes anything (sampled with several low words) and whether the
 result's low word is ever nonzero. Tables are delta-encoded (flashsim.numerics.sfu.encode_table).
 
-Writes DIR/sfu64_tables.npz (:func:`load` reads it) and DIR/sfu64_report.json. The interpreter keeps both
-instructions refused until a model built from this record matches it.
+Writes DIR/sfu64_tables.npz (:func:`flashsim.numerics.sfu64.load` reads it) and DIR/sfu64_report.json. The
+interpreter's model (flashsim.numerics.sfu64) reads the H200's record installed as flashsim/data/sfu64_tables.npz.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -35,10 +34,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from flashsim.numerics.sfu64 import (BINADE, CONSTANT, EXCEPTIONS, EXPLICIT, KINDS, LAW, NBINADES, OPS, UNSWEPT, load,
+                                     predict, reconstruct)
+
 KERNEL_FILE = "probe_sfu64.cu"
-OPS = {"rcp64h": ("rcp.approx.ftz.f64", "MUFU.RCP64H"), "rsq64h": ("rsqrt.approx.ftz.f64", "MUFU.RSQ64H")}
-BINADE = 1 << 20  # mantissa fields per binade
-NBINADES = 1 << 12  # (sign, exponent field) pairs: a high word's top 12 bits
 CHECK_BLOCK = 1 << 22
 #: the binades the laws are read from
 TABLE_BINADES = {"rcp64h": ((0, 1023),), "rsq64h": ((0, 1023), (0, 1024))}
@@ -49,10 +48,6 @@ ROW_MANTISSAS = (0, 1, 2, 0x40000, 0x7FFFF, 0x80000, 0x80001, 0xAAAAA, 0xFFFFE, 
 LOW_WORDS = (1, 0x80000000, 0xFFFFFFFF, 0x9E3779B9)
 MAX_EXCEPTIONS_PER_BINADE = 1 << 12
 MAX_EXPLICIT = 128
-# binade kinds
-LAW, CONSTANT, EXCEPTIONS, EXPLICIT, UNSWEPT = 0, 1, 2, 3, -1
-KINDS = {LAW: "law", CONSTANT: "constant", EXCEPTIONS: "law with exceptions", EXPLICIT: "explicit",
-         UNSWEPT: "not swept"}
 
 
 def binade_id(sign: int, field: int) -> int:
@@ -87,33 +82,6 @@ def checksum(out, start: int, xp=np) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ the laws
-def predict(op: str, hi, tables: dict, xp=np):
-    """The law's output for high words ``hi`` (uint32) and where the law applies (the input and the result
-    in the normal range; RSQ64H: positive inputs). ``tables``: {"e0": R} or {"e0": Q_0, "e1": Q_1}, uint32
-    arrays of 2^20 as xp arrays."""
-    hi = hi.astype(xp.uint32)
-    s = (hi >> xp.uint32(31)).astype(xp.int64)
-    e = ((hi >> xp.uint32(20)) & xp.uint32(0x7FF)).astype(xp.int64)
-    m = (hi & xp.uint32(0xFFFFF)).astype(xp.int64)
-    if op == "rcp64h":
-        t = tables["e0"][m]
-        shift = e - 1023
-        sign_ok = xp.ones(hi.shape, bool)
-    elif op == "rsq64h":
-        u = e - 1023
-        j = u & 1  # the binade's parity (two's complement: odd negative exponents too)
-        shift = (u - j) >> 1
-        t = xp.where(j == 1, tables["e1"][m], tables["e0"][m])
-        sign_ok = s == 0
-    else:
-        raise KeyError(op)
-    tf = ((t >> xp.uint32(20)) & xp.uint32(0x7FF)).astype(xp.int64)
-    f = tf - shift
-    valid = sign_ok & (e >= 1) & (e <= 2046) & (tf >= 1) & (tf <= 2046) & (f >= 1) & (f <= 2046)
-    fc = xp.clip(f, 0, 2047).astype(xp.uint32)
-    sign = (s.astype(xp.uint32) << xp.uint32(31)) if op == "rcp64h" else xp.zeros(hi.shape, xp.uint32)
-    pred = (t & xp.uint32(0x800FFFFF)) ^ sign | (fc << xp.uint32(20))
-    return pred.astype(xp.uint32), valid
 
 
 # ------------------------------------------------------------------------------------------------ devices
@@ -185,15 +153,6 @@ def check_sass() -> dict[str, list[str]]:
 
 
 # ------------------------------------------------------------------------------------------------ the sweep
-def _decode_all(encoded: dict) -> dict:
-    from flashsim.numerics.sfu import decode_table
-
-    out = {}
-    for k in encoded:
-        name, dtype, part = k.rsplit(":", 2)
-        if part == "first":
-            out[name] = decode_table(encoded[k], encoded[f"{name}:{dtype}:steps"], np.dtype(dtype))
-    return out
 
 
 def analyse(dev, op: str, *, binades: Sequence[int] | None = None, chunk_binades: int = 64,
@@ -289,31 +248,6 @@ def low_word_check(dev, op: str, rng, n: int = 1 << 22) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ the model
-def reconstruct(rec: dict, hi, xp=np):
-    """The outputs the record says for high words ``hi``: the law, then constant binades, binades kept whole
-    and exceptions (binades not swept give 0)."""
-    hi = xp.asarray(hi).astype(xp.uint32)
-    tables = {k: xp.asarray(v) for k, v in rec["tables"].items()}
-    pred, _ = predict(rec["op"], hi, tables, xp)
-    b = (hi >> xp.uint32(20)).astype(xp.int64)
-    kind = xp.asarray(rec["kind"])[b]
-    out = xp.where(kind == UNSWEPT, xp.uint32(0), pred)
-    const = xp.asarray(rec["const"])
-    out = xp.where(kind == CONSTANT, const[b].astype(xp.uint32), out)
-    if rec["explicit"]:
-        ids = sorted(rec["explicit"])
-        slot = np.full(NBINADES, -1, np.int64)
-        slot[ids] = np.arange(len(ids))
-        stack = xp.asarray(np.stack([rec["explicit"][i] for i in ids]))
-        sl = xp.asarray(slot)[b]
-        m = (hi & xp.uint32(0xFFFFF)).astype(xp.int64)
-        out = xp.where(sl >= 0, stack[xp.maximum(sl, 0), m], out)
-    ei = xp.asarray(rec["exceptions_in"])
-    if ei.size:
-        pos = xp.clip(xp.searchsorted(ei, hi), 0, ei.size - 1)
-        hit = ei[pos] == hi
-        out = xp.where(hit, xp.asarray(rec["exceptions_out"])[pos], out)
-    return out.astype(xp.uint32)
 
 
 def verify(dev, rec: dict, *, chunk_binades: int = 64) -> dict:
@@ -375,28 +309,6 @@ def save(path: Path, recs: Sequence[dict], provenance: dict) -> None:
     np.savez_compressed(path, **arrays)
 
 
-def load(path: Path) -> dict[str, dict]:
-    """{op: record} of a sfu64_tables.npz, in analyse()'s form (reconstruct() takes it)."""
-    with np.load(path, allow_pickle=False) as z:
-        raw = {k: z[k] for k in z.files}
-    tables = _decode_all({k: v for k, v in raw.items() if k.endswith(":first") or k.endswith(":steps")})
-    recs = {}
-    for op in OPS:
-        if f"{op}/kind" not in raw:
-            continue
-        pick = lambda part: {int(k.rsplit("/", 1)[1]): v for k, v in tables.items()  # noqa: E731
-                             if k.startswith(f"{op}/{part}/")}
-        blocks = raw[f"{op}/checksum_blocks"]
-        recs[op] = {
-            "op": op, "tables": {k.split("/", 1)[1]: v for k, v in tables.items() if re.fullmatch(rf"{op}/e\d+", k)},
-            "kind": raw[f"{op}/kind"].astype(np.int64), "const": raw[f"{op}/const"], "misses": raw[f"{op}/misses"],
-            "exceptions_in": raw[f"{op}/exceptions_in"].astype(np.uint32),
-            "exceptions_out": raw[f"{op}/exceptions_out"], "explicit": pick("explicit"), "evidence": pick("evidence"),
-            "rows": pick("row"), "specials_in": raw[f"{op}/specials_in"], "specials_out": raw[f"{op}/specials_out"],
-            "checksums": {int(b): int(c) for b, c in zip(blocks, raw[f"{op}/checksums"])},
-            "complete": bool(raw[f"{op}/complete"]),
-        }
-    return recs
 
 
 def summary(rec: dict) -> dict:

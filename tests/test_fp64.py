@@ -238,3 +238,59 @@ def test_f64_immediates_are_read_from_the_text():
     # the f32 bits an fimm operand keeps are no help: 2^1000 is +Inf as an f32
     assert parse_operand("1.07150860718626732095e+301").value == 0x7F800000
     assert f64_immediate("1.07150860718626732095e+301") == 0x7E70000000000000
+
+
+# ---------------------------------------------------------------------------------- MUFU.RCP64H / RSQ64H
+DIV_SRC = r"""
+extern "C" __global__ void dd(const double* a, const double* b, double* q, double* r, double* s, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) { q[i] = a[i] / b[i]; r[i] = sqrt(a[i]); s[i] = 1.0 / b[i]; }
+}
+"""
+
+
+def div_inputs(seed: int, n: int = 2048):
+    rng = np.random.default_rng(seed)
+    a = np.abs(rng.standard_normal(n)) * 10.0 ** rng.integers(-100, 100, n)
+    b = rng.standard_normal(n) * 10.0 ** rng.integers(-100, 100, n)
+    a[:3], b[:3] = [2.2250738585072014e-300, 1.0, 3.0], [7.0, 3.0, 1e-200]
+    return a, b
+
+
+def test_the_sfu64_model_gives_the_recorded_specials():
+    import json
+    from pathlib import Path
+
+    from flashsim.numerics import sfu64
+
+    rep = json.loads((Path(__file__).resolve().parents[1] / "traces/double/sfu64_report.json").read_text())
+    for rec in rep["results"]:
+        op = "rcp64h" if "RCP" in rec["instruction"] else "rsq64h"
+        assert rec["verified"]["inputs"] == 2**32 and rec["verified"]["mismatches"] == 0
+        ins = np.array([int(k, 16) for k in rec["specials"]], np.uint32)
+        want = np.array([int(v, 16) for v in rec["specials"].values()], np.uint32)
+        np.testing.assert_array_equal(sfu64.mufu64h(op, ins), want)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_double_division_and_square_root_run_ieee_exact_in_the_interpreter(seed):
+    import flashsim.cuda as fc
+
+    f = fc.RawModule(code=DIV_SRC).get_function("dd")
+    forms = {i.name for i in f._prog().instructions.values()}
+    assert {"MUFU.RCP64H", "MUFU.RSQ64H"} <= forms
+    a, b = div_inputs(seed)
+    outs = [fc.zeros(len(a), np.float64) for _ in range(3)]
+    f(((len(a) + 127) // 128,), (128,), (fc.asarray(a), fc.asarray(b), *outs, np.int32(len(a))))
+    for got, want in zip((o.get() for o in outs), (a / b, np.sqrt(a), 1.0 / b)):
+        np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+def test_a_nan_on_the_way_of_a_division_refuses():
+    import flashsim.cuda as fc
+
+    f = fc.RawModule(code=DIV_SRC).get_function("dd")
+    a, b = np.array([1.0, 0.0]), np.array([0.0, 2.0])
+    outs = [fc.zeros(2, np.float64) for _ in range(3)]
+    with pytest.raises(NotImplementedError, match=r"a NaN result of D(FMA|MUL|ADD) \(cta=0 warp=0 lane="):
+        f((1,), (32,), (fc.asarray(a), fc.asarray(b), *outs, np.int32(2)))

@@ -124,3 +124,14 @@ def test_indexed_sub_word_constants_lop3_predicate_input_and_fset_on_gpu(seed):
     _assert_same(*_both(FOUND, "subword", (1,), (32,), lambda: [words[:32].copy(), np.zeros(32, np.uint32)]))
     _assert_same(*_both(FOUND, "lop3p", (1,), (32,), lambda: [words.copy(), np.zeros(64, np.uint32)]))
     _assert_same(*_both(FOUND, "fset", (1,), (32,), lambda: [f.copy(), np.zeros(96, np.float32)]))
+
+
+@gpu
+@pytest.mark.parametrize("seed", range(2))
+def test_double_division_and_square_root_on_gpu(seed):
+    from tests.test_fp64 import DIV_SRC, div_inputs
+
+    a, b = div_inputs(seed)
+    n = len(a)
+    _assert_same(*_both(DIV_SRC, "dd", ((n + 127) // 128,), (128,),
+                        lambda: [a.copy(), b.copy(), *(np.zeros(n, np.float64) for _ in range(3)), np.int32(n)]))

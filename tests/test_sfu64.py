@@ -1,7 +1,7 @@
 """gpu/validate_sfu64.py's CPU side (it runs on the GPU machine): the SASS it sweeps is one MUFU.RCP64H / MUFU.RSQ64H
 on the high word alone; inputs; the laws; the classification of binades, the record's file round trip and the
 reconstruction of every swept output from it, against a numpy stand-in device with known exceptions; the
-low-word check. The interpreter keeps both instructions refused until a model is built from the record."""
+low-word check; the interpreter running both from the H200's record (flashsim.numerics.sfu64)."""
 
 from __future__ import annotations
 
@@ -145,15 +145,21 @@ def test_the_low_word_check(op):
     assert sum(dirty["differ_with_low_word"].values()) > 0
 
 
-def test_the_interpreter_still_refuses_both():
+def test_the_interpreter_runs_both_from_the_h200_record():
     import flashsim.cuda as fc
+    from flashsim.numerics import sfu64
 
     mod = V.module()
+    hi = np.concatenate([V.special_inputs(), np.random.default_rng(3).integers(0, 2**32, 4000, dtype=np.uint64)
+                         .astype(np.uint32)])
+    n = hi.size
     for op in V.OPS:
-        x = fc.asarray(np.full(32, 0x3FF8000000000000, np.uint64))
-        out = fc.zeros(32, np.uint64)
-        with pytest.raises(NotImplementedError, match=V.OPS[op][1].replace(".", r"\.")):
-            mod.get_function(f"array_{op}")((1,), (32,), (x, out, np.uint64(32)))
+        x = fc.asarray((hi.astype(np.uint64) << np.uint64(32)) | np.uint64(0x9E3779B9))  # the low word ignored
+        out = fc.zeros(n, np.uint64)
+        mod.get_function(f"array_{op}")(((n + 127) // 128,), (128,), (x, out, np.uint64(n)))
+        got = out.get()
+        np.testing.assert_array_equal((got >> np.uint64(32)).astype(np.uint32), sfu64.mufu64h(op, hi))
+        assert not (got & np.uint64(0xFFFFFFFF)).any()
 
 
 def test_the_command_end_to_end_on_a_stand_in(tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from flashsim.numerics import cvt as cvt_mod
-from flashsim.numerics import fp32, fp64, sfu
+from flashsim.numerics import fp32, fp64, sfu, sfu64
 from flashsim.numerics.formats import F32, F64, round_exact
 from flashsim.sass.isa import RZ
 from flashsim.sass.program import Ctx, semantic
@@ -213,6 +213,18 @@ def mufu(ctx: Ctx):
         # canonical NaN for NaN input, as every measured MUFU function does
         wd = ctx.dst(0)
         return lambda m, ex: wd(m, np.uint32(0x7FFFFFFF), ex)
+    if fn_name in ("RCP64H", "RSQ64H") and len(ctx.ins.mods) == 1 and ctx.ops[1].kind in ("r", "ur"):
+        # MUFU.RCP64H / RSQ64H d, a: the result's high word from the source's (a double's high word), as the
+        # H200 gives it on all 2^32 inputs (numerics.sfu64); the register operand's bits as they are
+        ctx.need(not (ctx.ops[1].neg or ctx.ops[1].absolute), f"operand {ctx.ops[1].text} of {ctx.ins.name}")
+        op = fn_name.lower()
+        ra = ctx.raw(1)
+        wd = ctx.dst(0)
+
+        def run64h(m, ex):
+            (a,) = _bc(ra(m))
+            wd(m, sfu64.mufu64h(op, a), ex)
+        return run64h
     raise ctx.unsupported(f"MUFU.{'.'.join(ctx.ins.mods)} (not yet measured on the GPU)")
 
 

@@ -13,11 +13,11 @@ boundaries (the subnormal range, 2^-126, overflow). The references are exact rat
 fmin/fmax of zeros of both signs and the window where cvt.ftz's flush is the implementation's are left to
 the GPU (the ``defined`` mask).
 
-``probe_dnan`` exists to measure the NaN rule (flashsim.numerics.fp64.NAN_RULE): the record's ``nan_census``
-counts, per output, how many of the GPU's NaNs each candidate rule reproduces. ``probe_ddiv`` and
-``probe_dsqrt`` (a / b, sqrt) are pending: they need MUFU.RCP64H / MUFU.RSQ64H, which are not modelled until
-gpu/validate_sfu64.py has measured them; the record keeps the GPU's answers and their distance from the
-correctly rounded result.
+``probe_dnan`` measured the NaN rule: the record's ``nan_census`` counts, per output, how many of the GPU's
+NaNs each candidate rule reproduces; the interpreter's rule (flashsim.sass.ops_double.nan_result: the first
+NaN operand in a per-opcode order, quieted, modifiers not applied; 0xFFF8000000000000 for an invalid
+operation) reproduces every one. ``probe_ddiv`` and ``probe_dsqrt`` (a / b, sqrt) run MUFU.RCP64H /
+MUFU.RSQ64H, modelled from gpu/validate_sfu64.py's sweep.
 
 ``python -m flashsim.gpu.double_probes --out DIR`` writes ``double_probes.npz`` / ``.json``; recorded into the
 repository's ``double`` trace folder (:data:`TRACE`), tests/test_double_probes.py replays them.
@@ -706,8 +706,6 @@ def _r_dsqrt(c):
     return [_table(rows)]
 
 
-_PENDING = ("needs MUFU.RCP64H / MUFU.RSQ64H, not modelled until gpu/validate_sfu64.py measures them on the GPU")
-
 PROBES: tuple[Probe, ...] = (
     Probe("probe_dadd", ("DADD", "DADD.RZ", "DADD.RM", "DADD.RP", "DADD|-RZ, ?-R", "DADD|\\|R\\d+\\|", "DADD|, ?1\\.5$",
                          "DADD|UR\\d+$"),
@@ -744,9 +742,8 @@ PROBES: tuple[Probe, ...] = (
           (I("u64", "f64nan"), I("u64", "f64nan"), I("u64", "f64nan"), O("u64", per=16)), _r_dnan, prepare=_prep_nan,
           note="the NaN outputs are the hardware's: see the record's nan_census"),
     Probe("probe_ddiv", ("MUFU.RCP64H", "DFMA"), (I("u64", "f64"), I("u64", "f64"), O("u64", per=4)), _r_ddiv,
-          prepare=_prep_div, pending="a / b " + _PENDING),
-    Probe("probe_dsqrt", ("MUFU.RSQ64H", "DFMA"), (I("u64", "f64"), O("u64", per=4)), _r_dsqrt,
-          pending="sqrt " + _PENDING),
+          prepare=_prep_div),
+    Probe("probe_dsqrt", ("MUFU.RSQ64H", "DFMA"), (I("u64", "f64"), O("u64", per=4)), _r_dsqrt),
 )
 
 _BY_NAME = {p.name: p for p in PROBES}

@@ -11,13 +11,10 @@ as the exact one does in every mode), then one rounding to 53 bits with the bina
 under rm) are exact identities, so one rounding kernel serves all three; tests/test_fp64.py checks every
 mode against exact rational arithmetic.
 
-NaN results follow one rule, :data:`NAN_RULE` (TO BE MEASURED: ``probe_dnan`` of gpu/double_probes.py
-records the GPU's answer and its report names the candidate rule the H100 follows): whether a NaN operand's
-payload passes through (quieted, the first NaN operand in SASS operand order), and the NaN an invalid
-operation (inf - inf, 0 * inf) produces. The f32 instructions' NaN is the canonical 0x7FFFFFFF; the
-starting guess for binary64 is IEEE-style propagation with the default NaN 0xFFF8000000000000, because
-ptxas's own f64 code builds NaNs that way (its min.f64 quiets an operand, its rsqrt.f64 slow path makes
-0xFFF8000000000000, CUDART_NAN of math_constants.h).
+NaN results here follow :data:`NAN_RULE` (a NaN operand passes through quieted, the first in argument order;
+an invalid operation gives 0xFFF8000000000000). The H200 orders the operands otherwise and does not apply a
+'-' or '|x|' modifier to a NaN (``probe_dnan`` of gpu/double_probes.py): the SASS interpreter sets NaN results
+by that measured rule (flashsim.sass.ops_double.nan_result), so only the non-NaN results come from here.
 """
 
 from __future__ import annotations

@@ -329,7 +329,6 @@ def _program_of(records):
     ("HADD2.F32.BF16_V2", "R1, -RZ, R2.H0_H0", "HADD2.F32.BF16_V2"),
     ("HFMA2.MMA.BF16_V2", "R5, R0, R5, 1.00000001, 1", "packed immediate '1.00000001'"),  # not a bf16 value
     ("HFMA2.BF16_V2.RELU", "R9, R0, R5, R6", r"\.RELU of HFMA2"),
-    ("@P0 BRA.CONV", "UR6, 0x20", "a guarded BRA.CONV"),
 ])
 def test_forms_whose_meaning_is_not_established_are_refused(opcode, operands, why):
     pred, op = (opcode.split(" ") if " " in opcode else (None, opcode))

@@ -726,3 +726,68 @@ def test_the_dynamic_shared_memory_limit_is_checked_when_set():
     for bad in (10**6, -1, 2.0, True):
         with pytest.raises(ArgumentError, match=r"^max_dynamic_shared_size_bytes=.*expected an int from 0 to"):
             f.max_dynamic_shared_size_bytes = bad
+
+
+# the headers cupy users include: WMMA (<mma.h>, the CRT wheel's), cooperative groups and CCCL's cuda/std and
+# cuda::pipeline (the CCCL wheel's); the GPU side is tests/test_sass_gpu.py
+HEADERS_CCCL = r"""
+#include <mma.h>
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+#include <cuda/pipeline>
+#include <cuda/std/cstdint>
+using namespace nvcuda;
+namespace cg = cooperative_groups;
+extern "C" __global__ void wmma16(const half* a, const half* b, float* c) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+  wmma::fill_fragment(fc, 0.0f);
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, b, 16);
+  wmma::mma_sync(fc, fa, fb, fc);
+  wmma::store_matrix_sync(c, fc, 16, wmma::mem_row_major);
+}
+extern "C" __global__ void cgsum(const cuda::std::int32_t* x, cuda::std::int32_t* out) {
+  cg::thread_block blk = cg::this_thread_block();
+  cg::thread_block_tile<32> w = cg::tiled_partition<32>(blk);
+  int v = x[blk.thread_rank()];
+  int s = cg::reduce(w, v, cg::plus<int>());
+  if (w.thread_rank() == 0) out[blk.thread_rank() / 32] = s;
+}
+extern "C" __global__ void pipecopy(const float* src, float* dst) {
+  __shared__ float buf[128];
+  auto pipe = cuda::make_pipeline();
+  pipe.producer_acquire();
+  cuda::memcpy_async(&buf[threadIdx.x], &src[threadIdx.x], sizeof(float), pipe);
+  pipe.producer_commit();
+  pipe.consumer_wait();
+  __syncthreads();
+  dst[threadIdx.x] = buf[127 - threadIdx.x] * 2.f;
+  pipe.consumer_release();
+}
+"""
+
+
+def headers_cccl_inputs(seed: int):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-4, 5, (16, 16)).astype(np.float16)
+    b = rng.integers(-4, 5, (16, 16)).astype(np.float16)
+    return a, b, rng.integers(-1000, 1000, 128).astype(np.int32), rng.standard_normal(128).astype(np.float32)
+
+
+def test_wmma_cooperative_groups_and_cuda_pipeline_compile_and_run():
+    mod = fc.RawModule(code=HEADERS_CCCL)
+    a, b, x, s = headers_cccl_inputs(0)
+    c = fc.zeros((16, 16), np.float32)
+    mod.get_function("wmma16")((1,), (32,), (fc.asarray(a), fc.asarray(b.T.copy()), c))
+    np.testing.assert_array_equal(c.get(), a.astype(np.float32) @ b.astype(np.float32))  # small integers: exact
+    o = fc.zeros(4, np.int32)
+    mod.get_function("cgsum")((1,), (128,), (fc.asarray(x), o))
+    np.testing.assert_array_equal(o.get(), x.reshape(4, 32).sum(1))
+    d = fc.zeros(128, np.float32)
+    f = mod.get_function("pipecopy")
+    f((1,), (128,), (fc.asarray(s), d))
+    np.testing.assert_array_equal(d.get(), s[::-1] * np.float32(2))
+    assert {"LDGSTS", "DEPBAR"} <= {i.opcode for i in f._prog().instructions.values()}
+    assert "HMMA" in {i.opcode for i in mod.get_function("wmma16")._prog().instructions.values()}

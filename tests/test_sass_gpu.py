@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import flashsim.cuda as fc
-from tests.test_cuda_interp import (BASIC, FOUND, GENERIC, GENERIC_S8, HEADERS, IDIOMS, MATRIX, ROOTS, ROUNDING,
-                                    SPIN_WAIT, found_inputs, roots_inputs, rounding_inputs)
+from tests.test_cuda_interp import (BASIC, FOUND, GENERIC, GENERIC_S8, HEADERS, HEADERS_CCCL, IDIOMS, MATRIX, ROOTS,
+                                    ROUNDING, SPIN_WAIT, found_inputs, headers_cccl_inputs, roots_inputs,
+                                    rounding_inputs)
 
 gpu = pytest.mark.gpu
 
@@ -135,3 +136,12 @@ def test_double_division_and_square_root_on_gpu(seed):
     n = len(a)
     _assert_same(*_both(DIV_SRC, "dd", ((n + 127) // 128,), (128,),
                         lambda: [a.copy(), b.copy(), *(np.zeros(n, np.float64) for _ in range(3)), np.int32(n)]))
+
+
+@gpu
+def test_wmma_cooperative_groups_and_cuda_pipeline_on_gpu():
+    a, b, x, s = headers_cccl_inputs(1)
+    _assert_same(*_both(HEADERS_CCCL, "wmma16", (1,), (32,),
+                        lambda: [a.copy(), b.T.copy(), np.zeros((16, 16), np.float32)]))
+    _assert_same(*_both(HEADERS_CCCL, "cgsum", (1,), (128,), lambda: [x.copy(), np.zeros(4, np.int32)]))
+    _assert_same(*_both(HEADERS_CCCL, "pipecopy", (1,), (128,), lambda: [s.copy(), np.zeros(128, np.float32)]))

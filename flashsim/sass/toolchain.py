@@ -137,7 +137,10 @@ def _get(lib, prog, size_fn: str, get_fn: str) -> bytes:
 #: The NVRTC build and the CUDA headers the project pins (pyproject); part of the cache key, so cubins
 #: from another NVRTC or other headers are never taken for these.
 NVRTC_PIN = "nvidia-cuda-nvrtc==13.0.88"
-HEADERS_PIN = "nvidia-cuda-runtime==13.0.96"
+#: the header wheels (their contents stand in the cache key for their machine-specific folder): the runtime's
+#: (cuda_fp16.h, cooperative_groups.h, ...), the CRT's (mma.h) and CCCL's (cuda/std, cuda/barrier, cuda/pipeline,
+#: cub, thrust, nv/target), in the folders cupy's own CCCL and the toolkit give it
+HEADERS_PIN = "nvidia-cuda-runtime==13.0.96 nvidia-cuda-crt==13.0.88 nvidia-cuda-cccl==13.0.85"
 
 
 def cuda_include() -> Path | None:
@@ -220,8 +223,8 @@ def _nvrtc_options(source, options, lineinfo: bool, arch: str = "sm_90") -> tupl
             raise bad_argument("options", tuple(options), f"every option must be a str, got {o!r}")
     lines = [LINEINFO] if lineinfo and LINEINFO not in options and "--generate-line-info" not in options else []
     include = cuda_include()
-    return [*options, *([f"--include-path={include}"] if include is not None else []), *_cupy_options(arch),
-            *lines], lines
+    paths = [] if include is None else [include] + ([include / "cccl"] if (include / "cccl").is_dir() else [])
+    return [*options, *(f"--include-path={p}" for p in paths), *_cupy_options(arch), *lines], lines
 
 
 def nvrtc_name(name: str) -> str:

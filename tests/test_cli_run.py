@@ -285,6 +285,8 @@ def test_json_html_svg_are_written_and_not_overwritten_without_force(tmp_path, c
         RACE_W, RACE_R}
     page = h.read_text()
     assert "<h2>Source: " in page and "s += tile[t][c];" in page
+    # the 128 hazards are one instruction pair: one bullet, as the CLI prints one group
+    assert "<h2>Races: 128 hazards, 1 instruction pair</h2>" in page and page.count("<li>RAW at shared addr") == 1
     assert f"<tr class=hot><td class=xs>{CONFLICT}<" in page  # the conflicting line is marked
     svg = ET.fromstring(s.read_text())
     texts = "".join(svg.itertext())

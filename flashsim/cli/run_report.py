@@ -151,13 +151,12 @@ def _print_races(report, src: _Sources) -> None:
     if not report.race_count:
         print("races: none")
         return
-    groups: dict = {}
-    for r in report.race_sites:
-        groups.setdefault((r.kind, r.first.kernel, r.first.pc, r.second.pc), []).append(r)
+    groups = report.race_groups()
     listed = "" if report.race_count == len(report.race_sites) else f", the first {len(report.race_sites)} listed"
     print(f"races: {report.race_count} hazards (per word and instruction pair{listed}), "
           f"{len(groups)} instruction pair{'' if len(groups) == 1 else 's'}:")
-    for (kind, _, _, _), rs in groups.items():
+    for rs in groups:
+        kind = rs[0].kind
         addrs = [r.addr for r in rs]
         span = f"{min(addrs):#x}" if min(addrs) == max(addrs) else f"{min(addrs):#x}..{max(addrs):#x}"
         print(f"  {kind} at shared addr {span} ({len(rs)}x): no barrier orders these two accesses")

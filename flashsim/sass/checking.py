@@ -319,6 +319,14 @@ class Report:
         """No race, no mbarrier protocol finding and no uninitialised read was seen."""
         return self.race_count == 0 and self.uninit_count == 0 and not self.protocol
 
+    def race_groups(self) -> list[list[RaceSite]]:
+        """The listed races grouped by kind, kernel and instruction pair (first PC, second PC), in the order
+        their first race was found: one finding each, however many words and lanes it hit."""
+        groups: dict = {}
+        for r in self.race_sites:
+            groups.setdefault((r.kind, r.first.kernel, r.first.pc, r.second.pc), []).append(r)
+        return list(groups.values())
+
     def race_pairs(self) -> set:
         """The unordered PC pairs (with kernel) of every listed race: the verdict, whatever the interleaving."""
         return {(r.first.kernel, r.pcs) for r in self.race_sites}
@@ -438,8 +446,16 @@ class Report:
                              f"<td>{r.wavefronts}</td><td>{r.ideal}</td><td>{r.conflicts}</td></tr>")
             parts.append("</table>")
         if self.races:
-            parts.append(f"<h2>Races: {self.race_count}</h2><ul>")
-            parts.extend(f"<li>{esc(str(r))}</li>" for r in self.race_sites[:200])
+            groups = self.race_groups()
+            parts.append(f"<h2>Races: {self.race_count} hazards, {len(groups)} instruction "
+                         f"pair{'' if len(groups) == 1 else 's'}</h2><ul>")
+            for rs in groups[:200]:
+                addrs = [r.addr for r in rs]
+                span = f"{min(addrs):#x}" if min(addrs) == max(addrs) else f"{min(addrs):#x}..{max(addrs):#x}"
+                a, b = rs[0].first, rs[0].second
+                parts.append(f"<li>{esc(rs[0].kind)} at shared addr {span} ({len(rs)}x): {esc(a.op)} "
+                             f"<code>{esc(a.sass)}</code> ({esc(a.location)}), then {esc(b.op)} <code>{esc(b.sass)}</code> "
+                             f"({esc(b.location)}); first: {esc(str(rs[0]))}</li>")
             parts.append("</ul>")
         if self.initcheck:
             parts.append(f"<h2>Uninitialised reads: {self.uninit_count}</h2><ul>")

@@ -528,3 +528,21 @@ def test_trace_show_prints_what_an_interpreted_trace_holds(mod, tmp_path, capsys
 def test_trace_show_of_an_fs_trace_checks_its_tag(capsys):
     assert main(["trace", "show", str(ROOT / "traces" / "warp" / "v5_d32.fstrace"), "--tag", "nonsense"]) == 2
     assert "--tag='nonsense'" in capsys.readouterr().err
+
+
+def test_an_unwritable_trace_folder_names_the_trace_not_the_spool(mod, tmp_path, monkeypatch):
+    import builtins
+
+    real = builtins.open
+
+    def read_only(file, mode="r", *a, **kw):
+        if str(file).endswith(".spool"):
+            raise OSError(30, "Read-only file system", str(file))
+        return real(file, mode, *a, **kw)
+
+    monkeypatch.setattr(builtins, "open", read_only)
+    path = tmp_path / "x.fstrace"
+    with pytest.raises(ArgumentError) as info:
+        _run(mod, TraceSpec(path, at=[f"kernel.cu:{LINES['x']}"], smem=False))
+    msg = str(info.value)
+    assert str(path) in msg and "cannot write in" in msg and "Read-only file system" in msg and ".spool" not in msg

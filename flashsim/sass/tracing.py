@@ -521,7 +521,10 @@ class Tracer:
         self._mcache = (None, None, None)
         self.events = 0
         self._spool_path = path.parent / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.spool"
-        self._spool = open(self._spool_path, "xb")
+        try:
+            self._spool = open(self._spool_path, "xb")
+        except OSError as exc:  # the user's path is what to name, not the spool beside it
+            raise bad_argument("path", str(path), f"cannot write in {path.parent} ({exc.strerror or exc})") from None
         self._state = "open"
         self._lane_keep = np.ones(32, bool)
         if spec.lanes is not None:

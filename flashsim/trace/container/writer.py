@@ -128,7 +128,7 @@ class TraceWriter:
         try:
             self._f = open(tmp, "xb")
         except OSError as e:
-            raise TraceError(f"{self.path}: cannot create the temporary file {tmp}: {e.strerror or e}") from e
+            raise TraceError(f"{self.path}: cannot write in {self.path.parent} ({e.strerror or e})") from e
         self._tmp = tmp
         self._state = "open"
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="fstrace") if threads else None

@@ -290,6 +290,14 @@ def test_json_html_svg_are_written_and_not_overwritten_without_force(tmp_path, c
     assert f"<tr class=hot><td class=xs>{CONFLICT}<" in page  # the conflicting line is marked
     svg = ET.fromstring(s.read_text())
     texts = "".join(svg.itertext())
+    # every label fits left of the bars, every note inside the page (11 px monospace: 6.7 px a character)
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = [float(r.get("x")) for r in svg.iter(f"{ns}rect") if r.get("fill") == "#27ae60" and float(r.get("x")) > 100]
+    for t in svg.iter(f"{ns}text"):
+        n = len("".join(t.itertext()))
+        if float(t.get("x")) < min(bars):
+            assert float(t.get("x")) + 6.7 * n <= min(bars), "".join(t.itertext())
+        assert float(t.get("x")) + 6.7 * n <= float(svg.get("width")), "".join(t.itertext())
     assert f"run_example.cu:{CONFLICT}" in texts and "896 conflicts" in texts and f"run_example.cu:{RACE_W}" in texts
     before = {p: p.read_text() for p in (j, h, s)}
     for flag, p in (("--json", j), ("--html", h), ("--svg", s)):

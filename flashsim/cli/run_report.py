@@ -345,9 +345,13 @@ def _bank_svg(report, src: _Sources, name: str) -> str:
     esc = html.escape
     rows = [d for d in report.banks_by_line()] if report.banks else []
     rows.sort(key=lambda d: (d["file"], d["line"] or 0))
-    label_w, bar_w, row_h, top = 380, 520, 22, 64
+    labels = [(_loc(d["file"], d["line"]), _clip(src.text(d["file"], d["line"]), 34)) for d in rows]
+    notes = [f'{d["wavefronts"]} ({d["ideal"]} ideal, {d["conflicts"]} conflicts; {d["executions"]} exec)' for d in rows]
+    char_w = 6.7  # an 11 px monospace character (0.6 em), so that no label runs into the bars or off the page
+    bar_w, row_h, top = 520, 22, 64
+    label_w = int(24 + char_w * max([len(a) + 1 + len(b) for a, b in labels] + [40]))
     h = top + max(1, len(rows)) * row_h + 40
-    w = label_w + bar_w + 200
+    w = int(label_w + bar_w + 18 + char_w * max([len(n) for n in notes] + [30]))
     worst = max([d["wavefronts"] for d in rows] + [1])
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
            'font-family="monospace">', f'<rect width="{w}" height="{h}" fill="white"/>',
@@ -359,10 +363,8 @@ def _bank_svg(report, src: _Sources, name: str) -> str:
            '<text x="96" y="43" font-size="11">excess (bank conflicts)</text>']
     if not rows:
         out.append(f'<text x="12" y="{top + 14}" font-size="12">no shared-memory instruction executed</text>')
-    for i, d in enumerate(rows):
+    for i, (d, (label, text), note) in enumerate(zip(rows, labels, notes)):
         y = top + i * row_h
-        label = _loc(d["file"], d["line"])
-        text = _clip(src.text(d["file"], d["line"]), 34)
         out.append(f'<text x="12" y="{y + 14}" font-size="11"><tspan font-weight="bold">{esc(label)}</tspan>'
                    f'<tspan fill="#555"> {esc(text)}</tspan></text>')
         w_ok = bar_w * d["ideal"] / worst
@@ -371,7 +373,6 @@ def _bank_svg(report, src: _Sources, name: str) -> str:
         if d["conflicts"]:
             out.append(f'<rect x="{label_w + w_ok:.1f}" y="{y + 3}" width="{w_bad:.1f}" height="{row_h - 8}" '
                        'fill="#c0392b"/>')
-        out.append(f'<text x="{label_w + w_ok + w_bad + 6:.1f}" y="{y + 14}" font-size="11">{d["wavefronts"]} '
-                   f'({d["ideal"]} ideal, {d["conflicts"]} conflicts; {d["executions"]} exec)</text>')
+        out.append(f'<text x="{label_w + w_ok + w_bad + 6:.1f}" y="{y + 14}" font-size="11">{esc(note)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

@@ -141,9 +141,35 @@ FAMILIES = ("mma.sync", "FFMA", "cvt", "MUFU", "CUDA math", "ldmatrix", "stmatri
             "SASS opcodes")
 
 
+def table_rows(block: str) -> list[str]:
+    """The rows of one of flashsim info's tables (header, dashes, rows), each row's wrapped lines put back
+    together column by column (a row's further lines are indented in the first column)."""
+    lines = [ln for ln in block.splitlines() if ln.strip()]
+    k = next(i for i, ln in enumerate(lines) if set(ln.replace(" ", "")) == {"-"})
+    spans, pos = [], 0
+    for dash in lines[k].split("  "):
+        if dash:
+            spans.append((pos, pos + len(dash)))
+        pos += len(dash) + 2
+    rows: list[list[list[str]]] = []
+    for ln in lines[k + 1:]:
+        cells = [ln[a:b + 2].strip() for a, b in spans]
+        if not ln[:2].isspace() or not rows:
+            rows.append([[c] for c in cells])
+        else:
+            for col, c in zip(rows[-1], cells):
+                col.append(c)
+    return ["  ".join(" ".join(x for x in col if x) for col in r) for r in rows]
+
+
 def _family_rows(out: str) -> list[str]:
-    block = out.split("Instruction families and kernels", 1)[1].split("Numeric instructions", 1)[0]
-    return [ln for ln in block.splitlines()[4:] if ln.strip()]
+    return table_rows(out.split("Instruction families and kernels", 1)[1].split("Numeric instructions", 1)[0])
+
+
+def test_flashsim_info_stays_within_120_columns(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(ln) for ln in out.splitlines()) <= 120
 
 
 def test_info_lists_every_family_with_the_gpu_it_was_shown_on(capsys):

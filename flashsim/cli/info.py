@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 from pathlib import Path
 
 from flashsim import __version__, golden, validation
@@ -14,10 +15,35 @@ from flashsim.sass import evidence, opcodes
 __all__ = ["add_parsers", "cmd_info", "cmd_verify", "families"]
 
 
-def _table(rows, headers) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-    line = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
+#: the width ``flashsim info`` keeps its tables to
+WIDTH = 120
+
+
+def _table(rows, headers, width: int = WIDTH) -> str:
+    """Columns two spaces apart, at most ``width`` wide: the columns with the most room to give are narrowed and
+    their cells wrapped; a row's further lines are indented, so only a row's first line starts at the left
+    margin."""
+    rows = [[str(x) for x in r] for r in rows]
+    cols = list(zip(headers, *rows))
+    widths = [max(len(str(x)) for x in col) for col in cols]
+    # a column narrows to 16, and the first no further than its longest word (an instruction's name stays whole)
+    floor = [max(16, max(len(t) for x in cols[0] for t in str(x).split() or [""]) + 2)] + [16] * (len(cols) - 1)
+    floor = [min(f, w) for f, w in zip(floor, widths)]
+    while sum(widths) + 2 * (len(widths) - 1) > width:
+        k = max(range(len(widths)), key=lambda i: widths[i] - floor[i])
+        if widths[k] <= floor[k]:
+            break
+        widths[k] -= 1
+
+    def lines(r) -> list[str]:
+        cells = [textwrap.wrap(c, w, break_on_hyphens=False, subsequent_indent="  " if i == 0 else "") or [""]
+                 for i, (c, w) in enumerate(zip(r, widths))]  # the first column's further lines indented
+        return ["  ".join((cell[j] if j < len(cell) else "").ljust(w) for cell, w in zip(cells, widths)).rstrip()
+                for j in range(max(len(c) for c in cells))]
+    out = [*lines(headers), "  ".join("-" * w for w in widths)]
+    for r in rows:
+        out.extend(lines(r))
+    return "\n".join(out)
 
 
 # ----------------------------------------------------------------------------------------------------

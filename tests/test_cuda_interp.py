@@ -791,3 +791,21 @@ def test_wmma_cooperative_groups_and_cuda_pipeline_compile_and_run():
     np.testing.assert_array_equal(d.get(), s[::-1] * np.float32(2))
     assert {"LDGSTS", "DEPBAR"} <= {i.opcode for i in f._prog().instructions.values()}
     assert "HMMA" in {i.opcode for i in mod.get_function("wmma16")._prog().instructions.values()}
+
+
+def test_a_spin_on_a_flag_nothing_writes_is_reported_within_seconds():
+    import time
+
+    f = basic_module().get_function("spin")
+    t0 = time.perf_counter()
+    with pytest.raises(fc.SpinDetected, match=r"the launch spins: its state \(every register, PC and byte of memory\) "
+                                              r"came back exactly.*cta=0 warp=0; over 3 instructions: pc=0x"):
+        f((1,), (32,), (fc.zeros((1,), np.int32),))
+    assert time.perf_counter() - t0 < 30  # the default step budget would take about 40 minutes
+    # a loop that changes a register each time round (a long computation) is not a spin
+    mod = fc.RawModule(code='extern "C" __global__ void count(int* x, int n) { int s = 0; '
+                            'for (int i = 0; i < n; i++) s += i ^ x[1]; x[0] = s; }')
+    x = fc.zeros((2,), np.int32)
+    n = 60_000  # some 300,000 steps: the detector looks several times
+    mod.get_function("count")((1,), (1,), (x, np.int32(n)))
+    assert int(x.get()[0]) == sum(range(n)) - 2**32 * (sum(range(n)) >= 2**31)

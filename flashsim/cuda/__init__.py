@@ -11,11 +11,11 @@ from flashsim.cuda.memory import (MemoryPointer, arange, asarray, asnumpy, devic
                                   full_like, ndarray, ones, ones_like, zeros, zeros_like)
 from flashsim.cuda.module import Function, LaunchError, RawKernel, RawModule
 from flashsim.sass.checking import Report, checking
-from flashsim.sass.machine import BarrierDeadlock, ExecOptions, StepBudgetExceeded
+from flashsim.sass.machine import BarrierDeadlock, ExecOptions, SpinDetected, StepBudgetExceeded
 from flashsim.sass.cubin import CubinError
 from flashsim.sass.toolchain import CompileError
 
 __all__ = ["BarrierDeadlock", "CompileError", "CubinError", "ExecOptions", "Function", "LaunchError",
-           "MemoryPointer", "RawKernel", "RawModule", "Report", "checking", "StepBudgetExceeded", "asarray", "asnumpy",
+           "MemoryPointer", "RawKernel", "RawModule", "Report", "checking", "SpinDetected", "StepBudgetExceeded", "asarray", "asnumpy",
            "arange", "device_memory", "empty", "empty_like", "full", "full_like", "ndarray", "ones", "ones_like", "zeros",
            "zeros_like"]

@@ -68,6 +68,11 @@ class GlobalMemory:
         self._unwritten.pop(i, None)
         self._arrays_cache = None
 
+    def digest(self, h) -> None:
+        """Feed every allocation's bytes to the hash ``h`` (the spin detector's view of global memory)."""
+        for b in self._bufs:
+            h.update(np.ascontiguousarray(b).data)
+
     def buffer(self, addr: int) -> np.ndarray:
         """The whole byte buffer of the allocation that starts at ``addr``."""
         i = self._find(addr)

@@ -27,14 +27,16 @@ While every live lane runs at one PC (the common case), the step costs no schedu
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+
 import numpy as np
 
 from flashsim.errors import FlashsimError, SimulatedFault, bad_argument, location
 from flashsim.sass.isa import PT, Instr
 
-__all__ = ["BarrierDeadlock", "ExecOptions", "Machine", "SchedulePolicy", "StepBudgetExceeded", "fault", "lane_bits", "lanes_of",
-           "warp_lanes", "warps_of"]
+__all__ = ["BarrierDeadlock", "ExecOptions", "Machine", "SchedulePolicy", "SpinDetected", "StepBudgetExceeded", "fault",
+           "lane_bits", "lanes_of", "warp_lanes", "warps_of"]
 
 RUN, EXITED, WAIT, BAR, NONE, PARK = 0, 1, 2, 3, 4, 5
 POLL_MASK = 1023  # Machine.poll runs every 1024 scheduling steps
@@ -43,6 +45,18 @@ _BIG = np.int64(1) << 62
 
 class StepBudgetExceeded(FlashsimError):
     """The launch ran more warp-instructions than allowed (an infinite loop?); says where it was."""
+
+
+class SpinDetected(StepBudgetExceeded):
+    """The batch came back to exactly the same state (every register, predicate, PC and lane state, every
+    byte of memory, the scheduler's) after :data:`SPIN_STEPS` scheduling steps: a deterministic machine in
+    the same state does the same again, so the launch can never finish. Says which warps loop over which
+    instructions and lines."""
+
+
+#: scheduling steps between the spin detector's looks at the machine (well under a second of a one-warp loop;
+#: it reports at its third look)
+SPIN_STEPS = 1 << 14
 
 
 class BarrierDeadlock(FlashsimError):
@@ -231,6 +245,8 @@ class Machine:
             self._pol_delay = np.isin(warps, pol.delay)[None, :, None]
         self._live_warps = int((self.st != NONE).any(axis=2).sum())
         self._waited = None  # per lane: scheduling steps since it last ran (while lanes run apart)
+        self._spin = None  # the spin detector's last look: (registers' digest, memory's, hit counts, PC)
+        self._spin_at = None  # the PC it looks again at
         self._gated = None  # lanes held at a warpgroup-collective instruction for their warpgroup (see _pick)
         self.poll = None  # called every 1024 scheduling steps (POLL_MASK): a worker looks for a cancelled run
         self.sync = None  # flashsim.sass.asyncstate.AsyncState, made by the first Hopper synchronisation
@@ -294,6 +310,10 @@ class Machine:
                 self._over_budget(pc, active)
             if not self.steps & POLL_MASK and self.poll is not None:
                 self.poll()
+            if not self.steps & (SPIN_STEPS - 1):
+                self._spin_arm()
+            if self._spin_at is not None and self.together and self.cur == self._spin_at:
+                self._spin_check()
             self.clock += self.options.clock_step
             if self.sync is not None:
                 self.sync.before(self, pc, active)
@@ -577,6 +597,57 @@ class Machine:
         if (st == PARK).any() and self.sync is not None:
             out.extend(self.sync.describe_warp(self, a, w))
         return out
+
+    def _spin_arm(self) -> None:
+        """Every SPIN_STEPS steps: the spin detector looks at the state the next time the lock-step PC is the
+        one of its last look (a loop comes back to the same PC; its period need not divide SPIN_STEPS). It
+        looks only while every live lane runs at one PC (a warp spinning alone, or all of them together), and
+        stands aside where the state is not all in the machine's arrays: asynchronous units (mbarrier, TMA,
+        wgmma) in use, a seeded or adversarial schedule."""
+        if not self.together or self.sync is not None or self.gmma is not None or self._rng is not None or \
+                self._policy is not None:
+            self._spin = None
+            self._spin_at = None
+            return
+        self._spin_at = self._spin[3] if self._spin is not None else self.cur
+
+    def _spin_check(self) -> None:
+        """The spin detector: where the state at a look is the state at the last one, byte for byte (every
+        register, predicate, PC, lane state and barrier count; memory, compared when the rest repeats), the
+        launch loops for ever (SpinDetected)."""
+        self._spin_at = None
+        h = hashlib.blake2b(digest_size=16)
+        for arr in (self.R, self.P, self.UR, self.UP, self.B, self.st, self.wait_need, self.bar_result,
+                    self.pc if not self.together else np.int64(self.cur)):
+            h.update(np.ascontiguousarray(arr).data)
+        h.update(repr((self.together, sorted(self.bar_count.items()))).encode())
+        if self._waited is not None:
+            h.update(self._waited.data)
+        regs = h.digest()
+        hits = self.program.hits.copy()
+        prev = self._spin
+        if prev is None or prev[0] != regs:
+            self._spin = (regs, None, hits, self.cur)
+            return
+        m = hashlib.blake2b(digest_size=16)
+        if self.smem is not None:
+            m.update(np.ascontiguousarray(self.smem.data).data)
+        if self.local is not None:
+            m.update(self.local.data)
+        self.mem.digest(m)
+        mem = m.digest()
+        if prev[1] != mem:
+            self._spin = (regs, mem, hits, self.cur)
+            return
+        pcs = [int(i) << 4 for i in np.nonzero(hits - prev[2])[0]]
+        live = (self.st == RUN) | (self.st == WAIT)
+        who = ", ".join(location(cta=int(self.cta_ids[a]), warp=int(w)) for a, w in
+                        sorted({(int(a), int(w)) for a, w, _ in np.argwhere(live)})[:8])
+        where = "; ".join(self.program.describe(pc) for pc in pcs[:6]) + (" ..." if len(pcs) > 6 else "")
+        raise SpinDetected(
+            f"the launch spins: its state (every register, PC and byte of memory) came back exactly as it was "
+            f"{SPIN_STEPS:,} or more scheduling steps before, so it can never finish (waiting for a flag nothing "
+            f"writes?). Looping: {who or 'nobody'}; over {len(pcs)} instruction{'s' if len(pcs) != 1 else ''}: {where}")
 
     def _over_budget(self, pc, active):
         lanes = lanes_of(self, active)

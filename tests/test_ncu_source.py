@@ -513,6 +513,10 @@ KNOWN_DIFFERENCES: set[tuple[str, int]] = {("probe_ldgsts_random", pc) for pc in
 AWAITING_H100: set[str] = set()
 
 
+#: cases whose ATOMS.CAST.SPIN loops the H100 ran once more than the interpreter: the loops' instructions
+SPIN_LOOPS = {"probe_atomics_more": 12}
+
+
 def test_the_interpreter_against_the_recorded_h100_source_counters():
     """The committed Nsight Compute source pages (H100) against the interpreter run now on the same cubins:
     every shared-memory instruction of the 7 kernels and the probes agrees (2,239 of them) but the
@@ -529,12 +533,21 @@ def test_the_interpreter_against_the_recorded_h100_source_counters():
         table = table_for(parse_source_csv(text), ns.CASES[name].function)
         r = compare_case(ns.interpret_case(name), table)
         assert not r["mapping"]["broken"] and r["mapping"]["opcode_mismatches"] == 0, name
-        if r["status"] == "not modelled":  # the interpreter cannot run it (ATOMS.CAST.SPIN)
+        if r["status"] == "not modelled":  # the interpreter cannot run it
             continue
-        assert r["executed"]["differ"] == 0, (name, r["executed"]["rows"][:3])
+        rows = r["executed"]["rows"]
+        if name in SPIN_LOOPS:
+            # the H100 went round each ATOMS.CAST.SPIN[.64] loop twice where the interpreter's compare-and-store
+            # succeeds at once (one lane, no contention): the retry is the hardware's, not modelled; the values
+            # agree (traces/triton/form_probes.json, probe_atoms_cast's 32-bit outputs)
+            assert {(x["interp"], x["ncu"]) for x in rows} == {(1, 2)}, (name, rows[:3])
+            assert len(rows) == SPIN_LOOPS[name] and any("ATOMS.CAST.SPIN" in x["sass"] for x in rows), rows
+        loop = {x["pc"] for x in rows} if name in SPIN_LOOPS else set()  # (their shared accesses twice too)
+        rows = [x for x in rows if x["pc"] not in loop]
+        assert not rows, (name, rows[:3])
         for row in r["shared"]:
             checked += row["status"] == "agree"
-            if row["status"] == "DIFFER":
+            if row["status"] == "DIFFER" and row["pc"] not in loop:
                 differ.add((name, row["pc"]))
     assert differ == KNOWN_DIFFERENCES
     assert checked >= 2239

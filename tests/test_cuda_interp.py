@@ -709,6 +709,15 @@ def test_dtypes_with_no_cuda_counterpart_are_refused(dtype):
         fc.zeros(4, dtype)
 
 
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_ml_dtypes_narrow_floats_live_in_device_memory(name):
+    import ml_dtypes
+    dt = np.dtype(getattr(ml_dtypes, name))
+    host = np.arange(-3, 5, dtype=np.float32).astype(dt)
+    dev = fc.asarray(host)
+    assert dev.dtype == dt and dev.get().view(np.uint8).tobytes() == host.view(np.uint8).tobytes()
+
+
 @pytest.mark.parametrize("kw, match", [
     ({"ctas_per_batch": 0}, r"^ctas_per_batch="), ({"max_steps": -1}, r"^max_steps="),
     ({"max_steps": 1.5}, r"^max_steps="), ({"schedule_seed": "x"}, r"^schedule_seed="),

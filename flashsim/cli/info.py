@@ -19,6 +19,14 @@ __all__ = ["add_parsers", "cmd_info", "cmd_verify", "families"]
 WIDTH = 120
 
 
+class _PathWrapper(textwrap.TextWrapper):
+    """Wraps at spaces and after a path's '/', never inside a date's or a name's '-'."""
+    wordsep_re = re.compile(r"(\s+|[^\s/]*/(?=[^\s/]))")
+
+    def __init__(self, width: int, **kw):
+        super().__init__(width, break_on_hyphens=True, **kw)
+
+
 def _table(rows, headers, width: int = WIDTH) -> str:
     """Columns two spaces apart, at most ``width`` wide: the columns with the most room to give are narrowed and
     their cells wrapped; a row's further lines are indented, so only a row's first line starts at the left
@@ -26,8 +34,10 @@ def _table(rows, headers, width: int = WIDTH) -> str:
     rows = [[str(x) for x in r] for r in rows]
     cols = list(zip(headers, *rows))
     widths = [max(len(str(x)) for x in col) for col in cols]
-    # a column narrows to 16, and the first no further than its longest word (an instruction's name stays whole)
-    floor = [max(16, max(len(t) for x in cols[0] for t in str(x).split() or [""]) + 2)] + [16] * (len(cols) - 1)
+    # a column narrows to 16; the first (a row's name) keeps up to 42 characters whole, and never breaks a word
+    # (an instruction's name stays whole)
+    first = max(min(widths[0], 42), max(len(t) for x in cols[0] for t in str(x).split() or [""]))
+    floor = [max(16, first)] + [16] * (len(cols) - 1)
     floor = [min(f, w) for f, w in zip(floor, widths)]
     while sum(widths) + 2 * (len(widths) - 1) > width:
         k = max(range(len(widths)), key=lambda i: widths[i] - floor[i])
@@ -36,7 +46,7 @@ def _table(rows, headers, width: int = WIDTH) -> str:
         widths[k] -= 1
 
     def lines(r) -> list[str]:
-        cells = [textwrap.wrap(c, w, break_on_hyphens=False, subsequent_indent="  " if i == 0 else "") or [""]
+        cells = [_PathWrapper(w, subsequent_indent="  " if i == 0 else "").wrap(c) or [""]
                  for i, (c, w) in enumerate(zip(r, widths))]  # the first column's further lines indented
         return ["  ".join((cell[j] if j < len(cell) else "").ljust(w) for cell, w in zip(cells, widths)).rstrip()
                 for j in range(max(len(c) for c in cells))]
@@ -81,10 +91,10 @@ def _numeric_family(ptx: str) -> str:
     if ptx.startswith("cvt."):
         return "cvt f32 <-> f16 / bf16 (F2FP, F2F, HADD2)"
     if ptx.startswith("cuda_math."):
-        return "CUDA math: expf, exp2f, logf, tanhf, 1/x, __fdividef, ..."
+        return "CUDA math: expf, exp2f, logf, tanhf, ..."
     if ptx.split(".")[0] in ("fma", "add", "mul", "max", "min"):
         return "f32 FFMA / FADD / FMUL / FMNMX"
-    return "MUFU ex2 / lg2 / rcp / rsqrt / sqrt / tanh, div.rn"
+    return "MUFU ex2/lg2/rcp/rsqrt/sqrt/tanh, div.rn"
 
 
 def _numeric_families(rows) -> list[tuple[str, str, str, str]]:
@@ -140,7 +150,7 @@ def _warp_families(traces: Path | None) -> list[tuple[str, str, str, str]]:
                      ("stmatrix .x1/.x2/.x4, .trans (STSM)", ("STSM",)),
                      ("movmatrix (MOVM)", ("MOVM",)),
                      ("shfl.sync idx / up / down / bfly (SHFL)", ("SHFL",)),
-                     ("cp.async, commit / wait groups (LDGSTS, DEPBAR)", ("LDGSTS", "LDGDEPBAR", "DEPBAR"))):
+                     ("cp.async commit/wait (LDGSTS, DEPBAR)", ("LDGSTS", "LDGDEPBAR", "DEPBAR"))):
         problems, lanes = _sass_forms(ops)
         what = [test]
         if problems or lanes:
@@ -161,7 +171,7 @@ def _smem_families(traces: Path | None) -> list[tuple[str, str, str, str]]:
                 "the FA kernels' launches per op class (traces/banks/fa)")
     else:
         where, what = "-", "Nsight Compute comparisons in the repository's traces/banks"
-    rows = [("ld/st.shared, ldmatrix, cp.async bank wavefronts and conflicts", "flashsim.smem", where, what)]
+    rows = [("shared-memory bank wavefronts, conflicts", "flashsim.smem", where, what)]
     where, what = "-", "compute-sanitizer comparisons in the repository's traces/races and traces/diagnostics"
     if traces is not None:
         try:
@@ -174,7 +184,7 @@ def _smem_families(traces: Path | None) -> list[tuple[str, str, str, str]]:
             where = f"{m.group(2)}, {m.group(1)}"
             what = ("compute-sanitizer racecheck / memcheck / initcheck on planted bugs"
                     + (f": {r.group(1)} of {r.group(2)} cases agree" if r else "") + " (traces/diagnostics)")
-    rows.append(("shared-memory races (RAW/WAR/WAW), faults, uninitialised reads", "flashsim.smem, flashsim.cuda",
+    rows.append(("shared-memory races, faults, uninit. reads", "flashsim.smem, flashsim.cuda",
                  where, what))
     return rows
 

@@ -46,10 +46,11 @@ class ndarray:
             raise bad_argument("shape", shape, "dimensions must be non-negative")
         if dt.hasobject:
             raise bad_argument("dtype", dt, "object arrays cannot live in device memory")
-        if dt.kind in "MmUS" or (dt.kind == "V" and dt.names is None) or \
+        ml = dt.kind == "V" and dt.names is None and dt.type.__module__.startswith("ml_dtypes")
+        if dt.kind in "MmUS" or (dt.kind == "V" and dt.names is None and not ml) or \
                 (dt.kind in "fc" and dt.itemsize > (8 if dt.kind == "f" else 16)):
             raise bad_argument("dtype", dt, "a dtype with no CUDA counterpart (bool, integers, float16/32/64, "
-                                            "complex64/128 and structs of them)")
+                                            "ml_dtypes' bfloat16/float8/..., complex64/128 and structs of them)")
         nbytes = int(np.prod(shp, dtype=np.int64)) * dt.itemsize
         if _addr is None:  # a new allocation; else an array over existing device memory (a module global)
             _addr = _MEMORY.alloc(nbytes, name=f"{dt.name}{list(shp)}", initialized=_initialized)

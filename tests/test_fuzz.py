@@ -217,6 +217,37 @@ def test_programs_the_gpu_answered_alone_match_once_they_run(which):
     assert not bad, bad[:5]
 
 
+# programs of campaign h200_seed3 whose WARPSYNC.EXCLUSIVE is not followed by straight-line code up to a BSYNC
+# (a BSSY and a slow-path call, a BRA, a BRA.DIV): refused when the campaign ran, the H200's digests recorded
+EXCLUSIVE_HOLDS = [(18, 15), (28, 12), (28, 14), (41, 15), (45, 16)]
+
+
+def _gpu_only(keys):
+    with lzma.open(TRACES / "h200_seed3" / "gpu_only.jsonl.xz", "rt") as fh:
+        rows = {(r["chunk"], r["i"]): r for r in map(json.loads, fh)}
+    return [rows[k] for k in keys]
+
+
+@pytest.mark.parametrize("which", BUILDS)
+def test_an_exclusive_warpsync_holding_its_warp_gives_the_gpus_bits(which):
+    rows = _gpu_only(EXCLUSIVE_HOLDS)
+    for part in _batches(rows):
+        for r, o in zip(part, fz.run_interp(fz.compile_batch([r["prog"] for r in part], which))):
+            assert o.out is not None, (r["chunk"], r["i"], o.refused or o.error)
+            assert fz.digest(o.out) == r["gpu_only"][which], (r["chunk"], r["i"])
+            assert any(f.startswith("WARPSYNC.EXCLUSIVE") for f in o.forms), o.forms
+
+
+def test_an_exclusive_hold_past_its_limit_is_refused(monkeypatch):
+    from flashsim.sass import machine
+
+    monkeypatch.setattr(machine, "EXCLUSIVE_STEPS", 2)
+    (o,) = fz.run_interp(fz.compile_batch([_gpu_only([(28, 12)])[0]["prog"]], "nvrtc13"))
+    assert o.out is None and o.refused, o.error
+    assert "alone in their warp after" in o.refused and "WARPSYNC.EXCLUSIVE" in o.refused, o.refused
+    assert "cta=0 warp=" in o.refused and "is not modelled" in o.refused, o.refused
+
+
 def test_shrunk_regressions_replay():
     regs = []
     for path in sorted(TRACES.glob("*/regressions.json")):

@@ -58,6 +58,10 @@ class SpinDetected(StepBudgetExceeded):
 #: it reports at its third look)
 SPIN_STEPS = 1 << 14
 
+#: the scheduling steps a group may hold its warp after a WARPSYNC.EXCLUSIVE whose region is not straight-line
+#: (Machine.hold_exclusive); a longer hold is refused
+EXCLUSIVE_STEPS = 4096
+
 
 class BarrierDeadlock(FlashsimError):
     """No lane can run: warps wait at a barrier that can never complete; says which wait where. ``graph``:
@@ -252,6 +256,7 @@ class Machine:
         self.sync = None  # flashsim.sass.asyncstate.AsyncState, made by the first Hopper synchronisation
         self.gmma = None  # flashsim.sass.ops_gmma.WgmmaState, made by the first HGMMA / QGMMA
         self.inline = False  # running a collective region's body (run_inline)
+        self.excl = None  # (A, W, 32): the group holding each warp after a WARPSYNC.EXCLUSIVE (hold_exclusive)
 
     def async_state(self):
         """The batch's mbarrier / bulk-copy / register-pool state (created at first use)."""
@@ -364,9 +369,58 @@ class Machine:
         self._gated = gated
         return run & ~gated
 
+    def hold_exclusive(self, a: int, w: int, group: np.ndarray, pc: int) -> None:
+        """Let only ``group`` (32 bools) of warp (a, w) run until none of its lanes can (a WARPSYNC.EXCLUSIVE
+        at ``pc`` whose region is not straight-line; flashsim.sass.ops_ctrl)."""
+        if self.excl is None:
+            self.excl = np.zeros(self.st.shape, bool)
+            self._excl_pc = np.zeros((self.A, self.W), np.int64)
+            self._excl_steps = np.zeros((self.A, self.W), np.int64)
+        self.excl[a, w] = group
+        self._excl_pc[a, w] = pc
+        self._excl_steps[a, w] = 0
+
+    def exclusive_free(self, a: int, w: int) -> bool:
+        """No group holds warp (a, w) any more (one whose lanes can no longer run lets go here)."""
+        if self.excl is None or not self.excl[a, w].any():
+            return True
+        if (self.excl[a, w] & (self.st[a, w] == RUN)).any():
+            return False
+        self.excl[a, w] = False
+        return True
+
+    def _exclusive_gate(self, run: np.ndarray) -> np.ndarray:
+        """``run`` with the lanes of each held warp (hold_exclusive) cut to its group while the group can run."""
+        ex = self.excl
+        held = ex.any(axis=2)
+        done = held & ~(ex & run).any(axis=2)
+        if done.any():
+            ex[done] = False
+            held &= ~done
+            if not held.any():
+                self.excl = None
+                return run
+        return np.where(held[..., None], run & ex, run)
+
+    def _exclusive_count(self, active: np.ndarray) -> None:
+        """Count the steps each held warp runs; refuse a hold longer than EXCLUSIVE_STEPS."""
+        if self.excl is None:
+            return
+        held = self.excl.any(axis=2) & active.any(axis=2)
+        self._excl_steps[held] += 1
+        if (self._excl_steps > EXCLUSIVE_STEPS).any():
+            a, w = (int(v) for v in np.argwhere(self._excl_steps > EXCLUSIVE_STEPS)[0])
+            raise NotImplementedError(
+                f"the lanes {np.nonzero(self.excl[a, w])[0].tolist()} of {location(cta=int(self.cta_ids[a]), warp=w)} "
+                f"ran {EXCLUSIVE_STEPS} steps alone in their warp after "
+                f"{self.program.describe(int(self._excl_pc[a, w]))} without reaching a barrier: where the GPU "
+                "lets the warp's other lanes run again is not modelled")
+
     def _pick(self):
         """The next (pc, active lanes), or None when every lane has exited."""
         run = self._warpgroup_gate(self.st == RUN)
+        if self.excl is not None:
+            run = self._exclusive_gate(run)
         if not run.any():
             if (self.st == EXITED).sum() + (self.st == NONE).sum() == self.st.size:
                 return None
@@ -394,6 +448,8 @@ class Machine:
         active = pick & (self.pc == target)
         if self._rng is not None and self.sync is not None and target not in self.program.warpgroup_pcs:
             active = self.sync.pick_warps(self, active)  # (a warpgroup-collective instruction runs whole)
+        if self.excl is not None:
+            self._exclusive_count(active)
         self._waited += run
         self._waited[active] = 0
         if active.sum() == (self.st != NONE).sum() - (self.st == EXITED).sum():

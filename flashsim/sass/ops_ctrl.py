@@ -263,7 +263,11 @@ def warpsync(ctx: Ctx):
 # Modelled: the lanes of a mask meet at one such instruction; once every lane of the mask that has not exited
 # waits there, they run the region (straight-line code that neither waits nor branches) as one group, alone in
 # the warp (nothing else of the warp runs in between), then go on at ``end`` (COLLECTIVE) or at the BSYNC /
-# EXIT (EXCLUSIVE). Lanes holding different masks at one site run as separate groups, one after the other from
+# EXIT (EXCLUSIVE). A WARPSYNC.EXCLUSIVE whose code is not straight-line up to a BSYNC or the EXIT (ptxas
+# also places one before a BSSY, a call of a slow path or a branch, where the collective's use was folded
+# away) lets its group go on from the next instruction holding its warp: no other lane of the warp runs until
+# none of the group's lanes can (they wait at a barrier or have exited); a group that holds its warp past
+# EXCLUSIVE_STEPS scheduling steps is refused (where the GPU lets the rest of the warp in is not measured). Lanes holding different masks at one site run as separate groups, one after the other from
 # the group of the lowest lane: a legal order of their instructions (the groups' results do not depend on it;
 # memory accesses in the region land in it). The collective in the body then sees exactly the lanes of its
 # mask, as the PTX ISA defines it. The race detector counts a group that is every live lane of its warp as a
@@ -292,8 +296,9 @@ def _body_ok(ins) -> bool:
     return entry is not None and entry[1] in _BODY_FAMILIES and ins.opcode not in _NOT_IN_BODY
 
 
-def _region(ctx: Ctx) -> tuple[list[int], int]:
-    """(the PCs the region runs, ENDCOLLECTIVE's included, and the PC the group goes on at)."""
+def _region(ctx: Ctx) -> tuple[list[int] | None, int]:
+    """(the PCs the region runs, ENDCOLLECTIVE's included, and the PC the group goes on at); (None, the next
+    PC) for a WARPSYNC.EXCLUSIVE whose region is not straight-line code ending at a BSYNC or the EXIT."""
     ins, prog = ctx.ins, ctx.program.instructions
     pc = ins.pc
     if "COLLECTIVE" in ctx.mods:
@@ -312,9 +317,8 @@ def _region(ctx: Ctx) -> tuple[list[int], int]:
                 break
             pcs.append(nxt.pc)
         end = pc + 16 * (len(pcs) + 1)
-        ctx.need(end in prog and prog[end].opcode in ("BSYNC", "EXIT") and prog[end].guard is None,
-                 f"{ins.text} (its region ends at {prog[end].text if end in prog else 'nothing'}, not at a BSYNC "
-                 "or the EXIT)")
+        if not (end in prog and prog[end].opcode in ("BSYNC", "EXIT") and prog[end].guard is None):
+            return None, pc + 16  # not straight-line up to a BSYNC or the EXIT: the group holds the warp
     for p in pcs:
         body = prog.get(p)
         ctx.need(body is not None, f"{ins.text} (a hole in its region at pc={p:#06x})")
@@ -339,6 +343,8 @@ def _collective_warpsync(ctx: Ctx):
         """Run every complete group of warp (a, w) waiting here; True when one ran."""
         ran = False
         while True:
+            if pcs is None and not m.exclusive_free(a, w):
+                return ran  # another group holds the warp
             st = m.st[a, w]
             at = (st == WAIT) & (m.pc[a, w] == pc)
             if not at.any():
@@ -365,6 +371,11 @@ def _collective_warpsync(ctx: Ctx):
             m.st[lanes] = RUN
             if m.smem is not None and m.smem.shadow is not None and not (live & ~group).any():
                 m.smem.warp_barrier(lanes.any(axis=2))  # every live lane of the warp met here
+            if pcs is None:  # the group goes on alone in its warp until none of its lanes can run
+                m.pc[lanes] = end
+                if (live & ~group).any():
+                    m.hold_exclusive(a, w, group, pc)
+                return True
             m.run_inline(pcs, lanes)
             m.pc[lanes] = end
             ran = True

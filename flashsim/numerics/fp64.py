@@ -13,8 +13,9 @@ mode against exact rational arithmetic.
 
 NaN results here follow :data:`NAN_RULE` (a NaN operand passes through quieted, the first in argument order;
 an invalid operation gives 0xFFF8000000000000). The H200 orders the operands otherwise and does not apply a
-'-' or '|x|' modifier to a NaN (``probe_dnan`` of gpu/double_probes.py): the SASS interpreter sets NaN results
-by that measured rule (flashsim.sass.ops_double.nan_result), so only the non-NaN results come from here.
+'-' or '|x|' modifier to a NaN (``probe_dnan`` of gpu/double_probes.py): the SASS interpreter applies
+:func:`nan_result` to the operands as the registers hold them, in the H200's per-opcode order
+(flashsim.sass.ops_double.nan_result), so only the non-NaN results come from the arithmetic here.
 """
 
 from __future__ import annotations

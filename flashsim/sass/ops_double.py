@@ -54,19 +54,13 @@ def darith(ctx: Ctx):
 #: which source operand's NaN a NaN result of DADD / DMUL / DFMA carries when several are NaNs, in SASS
 #: operand order (0 = a): the H200's (probe_dnan, traces/double, 2026-12-02: 8,192 cases x 3 builds)
 _NAN_ORDER = {"DADD": (1, 0), "DMUL": (1, 0), "DFMA": (1, 2, 0)}
-#: the NaN of an invalid operation (0 x inf, inf - inf, ...) with no NaN operand
-DEFAULT_NAN = np.uint64(0xFFF8000000000000)
 
 
 def nan_result(operands, order) -> np.ndarray:
-    """The NaN the H200 returns from DADD / DMUL / DFMA: the first NaN operand in ``order``, quieted, as the
-    register holds it (a '-' or '|x|' modifier does not reach a NaN: neg.f64 and sub.f64 keep its sign), else
-    :data:`DEFAULT_NAN`."""
-    out = np.full(np.broadcast(*operands).shape, DEFAULT_NAN, np.uint64)
-    for j in reversed(order):
-        v = np.asarray(operands[j], np.uint64)
-        out = np.where(fp64.is_nan(v), v | np.uint64(1 << 51), out)
-    return out
+    """The NaN the H200 returns from DADD / DMUL / DFMA: :func:`flashsim.numerics.fp64.nan_result` (the first
+    NaN operand quieted, else 0xFFF8000000000000) over the operands in ``order``, as the registers hold them (a
+    '-' or '|x|' modifier does not reach a NaN: neg.f64 and sub.f64 keep its sign)."""
+    return fp64.nan_result(*(operands[j] for j in order))
 
 
 def _raw64(ctx: Ctx, i: int):

@@ -46,8 +46,9 @@ class ndarray:
             raise bad_argument("shape", shape, "dimensions must be non-negative")
         if dt.hasobject:
             raise bad_argument("dtype", dt, "object arrays cannot live in device memory")
-        ml = dt.kind == "V" and dt.names is None and dt.type.__module__.startswith("ml_dtypes")
-        if dt.kind in "MmUS" or (dt.kind == "V" and dt.names is None and not ml) or \
+        # raw bytes (a void dtype with no fields) have none; ml_dtypes' narrow floats are void dtypes too
+        raw = dt.kind == "V" and dt.names is None and not dt.type.__module__.startswith("ml_dtypes")
+        if dt.kind in "MmUS" or raw or \
                 (dt.kind in "fc" and dt.itemsize > (8 if dt.kind == "f" else 16)):
             raise bad_argument("dtype", dt, "a dtype with no CUDA counterpart (bool, integers, float16/32/64, "
                                             "ml_dtypes' bfloat16/float8/..., complex64/128 and structs of them)")

@@ -380,27 +380,25 @@ class Machine:
         self._excl_pc[a, w] = pc
         self._excl_steps[a, w] = 0
 
+    def _let_go(self, runnable: np.ndarray) -> None:
+        """End the hold of every warp whose group has no lane in ``runnable``."""
+        ex = self.excl
+        ex[ex.any(axis=2) & ~(ex & runnable).any(axis=2)] = False
+        if not ex.any():
+            self.excl = None
+
     def exclusive_free(self, a: int, w: int) -> bool:
         """No group holds warp (a, w) any more (one whose lanes can no longer run lets go here)."""
-        if self.excl is None or not self.excl[a, w].any():
-            return True
-        if (self.excl[a, w] & (self.st[a, w] == RUN)).any():
-            return False
-        self.excl[a, w] = False
-        return True
+        if self.excl is not None:
+            self._let_go(self.st == RUN)
+        return self.excl is None or not self.excl[a, w].any()
 
     def _exclusive_gate(self, run: np.ndarray) -> np.ndarray:
         """``run`` with the lanes of each held warp (hold_exclusive) cut to its group while the group can run."""
-        ex = self.excl
-        held = ex.any(axis=2)
-        done = held & ~(ex & run).any(axis=2)
-        if done.any():
-            ex[done] = False
-            held &= ~done
-            if not held.any():
-                self.excl = None
-                return run
-        return np.where(held[..., None], run & ex, run)
+        self._let_go(run)
+        if self.excl is None:
+            return run
+        return np.where(self.excl.any(axis=2)[..., None], run & self.excl, run)
 
     def _exclusive_count(self, active: np.ndarray) -> None:
         """Count the steps each held warp runs; refuse a hold longer than EXCLUSIVE_STEPS."""

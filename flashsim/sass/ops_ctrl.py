@@ -267,7 +267,8 @@ def warpsync(ctx: Ctx):
 # also places one before a BSSY, a call of a slow path or a branch, where the collective's use was folded
 # away) lets its group go on from the next instruction holding its warp: no other lane of the warp runs until
 # none of the group's lanes can (they wait at a barrier or have exited); a group that holds its warp past
-# EXCLUSIVE_STEPS scheduling steps is refused (where the GPU lets the rest of the warp in is not measured). Lanes holding different masks at one site run as separate groups, one after the other from
+# machine.EXCLUSIVE_STEPS scheduling steps is refused (where the GPU lets the rest of the warp in is not
+# measured). Lanes holding different masks at one site run as separate groups, one after the other from
 # the group of the lowest lane: a legal order of their instructions (the groups' results do not depend on it;
 # memory accesses in the region land in it). The collective in the body then sees exactly the lanes of its
 # mask, as the PTX ISA defines it. The race detector counts a group that is every live lane of its warp as a

@@ -47,7 +47,7 @@ extern "C" __global__ void divergent_shfl(int* x) {
     if (threadIdx.x & 1) v += __shfl_xor_sync(0xaaaaaaaau, v, 2); else v -= 1;
     x[threadIdx.x] = v;
 }
-extern "C" __global__ void sine(float* x) { x[threadIdx.x] = __sinf(x[threadIdx.x]); }
+extern "C" __global__ void texfetch(cudaTextureObject_t t, float* x) { x[threadIdx.x] = tex1Dfetch<float>(t, threadIdx.x); }
 template <typename T> __global__ void scale(T* x, T s) { x[threadIdx.x] *= s; }
 """
 
@@ -191,8 +191,8 @@ def test_barrier_deadlock_says_who_waits_where():
 
 
 def test_unmodelled_instruction_is_named_with_pc_and_sass():
-    with pytest.raises(NotImplementedError, match=r"MUFU\.SIN.*pc=0x[0-9a-f]+ `MUFU\.SIN R\d+, R\d+`"):
-        basic_module().get_function("sine")((1,), (32,), (fc.asarray(np.ones(32, np.float32)),))
+    with pytest.raises(NotImplementedError, match=r"SASS opcode TLD\.LZ is not modelled: pc=0x[0-9a-f]+ `TLD\.LZ .*1D"):
+        basic_module().get_function("texfetch")((1,), (32,), (np.uint64(1), fc.zeros((32,), np.float32)))
 
 
 def test_unknown_kernel_and_global_names():
@@ -652,6 +652,54 @@ def test_indexed_sub_word_constants_lop3_predicate_input_and_fset():
         np.testing.assert_array_equal(got[:32], np.where(gtu, 0x3F800000, 0).astype(np.uint32))
         np.testing.assert_array_equal(got[32:64], np.where(lt, 0x3F800000, 0).astype(np.uint32))
         np.testing.assert_array_equal(got[64:], np.where(neu, 0xFFFFFFFF, 0).astype(np.uint32))
+
+
+HALF_SEL = r"""
+#include <cuda_fp16.h>
+// ptxas builds __halves2half2(lo, -hi) and friends into HFMA2's .H0_NH1 operand selector, after a PRMT
+extern "C" __global__ void nh1(const __half2* a, const __half2* b, const __half2* c, __half2* o) {
+  int i = threadIdx.x;
+  __half2 bb = b[i];
+  o[i] = __hfma2(a[i], __halves2half2(__low2half(bb), __hneg(__high2half(bb))), c[i]);
+  o[i + 32] = __hfma2(a[i], __halves2half2(__hneg(__low2half(bb)), __high2half(bb)), c[i]);
+  o[i + 64] = __hfma2(a[i], __halves2half2(__low2half(bb), __hneg(__low2half(bb))), c[i]);
+}
+// the same three products with the second operand built on the host
+extern "C" __global__ void plain(const __half2* a, const __half2* b, const __half2* c, __half2* o) {
+  int i = threadIdx.x;
+  o[i] = __hfma2(a[i], b[i], c[i]);
+}
+"""
+
+
+def half_sel_inputs(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """f16 pairs (as uint32) with NaNs (two payloads and signs), infinities, zeros of both signs and subnormals."""
+    rng = np.random.default_rng(seed)
+    specials = np.array([0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00, 0xFD01, 0x0001, 0x83FF, 0x3C00, 0xBC00, 0x7BFF],
+                        np.uint32)
+
+    def pairs():
+        h = np.frombuffer(rng.standard_normal(64).astype(np.float16).tobytes(), np.uint16).astype(np.uint32)
+        h[rng.integers(64, size=24)] = specials[rng.integers(len(specials), size=24)]
+        return h[:32] | (h[32:] << np.uint32(16))
+    return pairs(), pairs(), pairs()
+
+
+def test_hfma2_h0_nh1_selector_equals_the_operand_built_on_the_host():
+    mod = fc.RawModule(code=HALF_SEL)
+    texts = [i.text for i in mod.get_function("nh1")._prog().instructions.values()]
+    assert sum(".H0_NH1" in t for t in texts) == 3, texts
+    for seed in range(3):
+        a, b, c = half_sel_inputs(seed)
+        out = fc.zeros((96,), np.uint32)
+        mod.get_function("nh1")((1,), (32,), (fc.asarray(a), fc.asarray(b), fc.asarray(c), out))
+        lo, hi = b & np.uint32(0xFFFF), b >> np.uint32(16)
+        built = [lo | ((hi ^ np.uint32(0x8000)) << np.uint32(16)), (lo ^ np.uint32(0x8000)) | (hi << np.uint32(16)),
+                 lo | ((lo ^ np.uint32(0x8000)) << np.uint32(16))]
+        for k, nb in enumerate(built):
+            ref = fc.zeros((32,), np.uint32)
+            mod.get_function("plain")((1,), (32,), (fc.asarray(a), fc.asarray(nb), fc.asarray(c), ref))
+            np.testing.assert_array_equal(out.get()[32 * k:32 * (k + 1)], ref.get(), err_msg=f"pattern {k}")
 
 
 @pytest.mark.parametrize("name", ["naïve.cu", "dïr/ü k.cu", "a\\b.cu", 'q"uote.cu', "日本/カーネル.cu", "plain.cu"])

@@ -247,6 +247,11 @@ class Instr:
         return f"pc={self.pc:#06x} `{self.text}`{loc}"
 
 
+#: texture and surface instructions: not modelled, so their operands (``1D``, ``ARRAY_2D``, ...) are kept as text
+#: only, and the instruction refuses when it runs (a kernel with an unexecuted texture path still loads)
+TEXTURE_OPCODES = frozenset({"TEX", "TLD", "TLD4", "TMML", "TXD", "TXQ", "SULD", "SUST", "SURED", "SUATOM", "SUQUERY"})
+
+
 def parse_instruction(pc: int, rec: dict, files: list[str] | None = None) -> Instr:
     """An :class:`Instr` from one record of nvdisasm's JSON ``sass-instructions``."""
     op_full = rec["opcode"]
@@ -264,7 +269,7 @@ def parse_instruction(pc: int, rec: dict, files: list[str] | None = None) -> Ins
         guard = parse_operand(pred[1:]) if pred else None
         operands = tuple(parse_operand(o) for o in parts)
     except SassParseError as exc:
-        if pred in ("@!PT", "@!UPT"):
+        if pred in ("@!PT", "@!UPT") or opcode in TEXTURE_OPCODES:
             # ptxas's padding never executes; some nvdisasm releases print its operands unreadably
             # (CUDA 13.0's `@!PT LDS RZ[RZ]`): keep the instruction without them
             operands = ()

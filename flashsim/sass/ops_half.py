@@ -1,8 +1,8 @@
 """Packed 16-bit SASS semantics: HFMA2, HADD2, HMUL2 (f16x2, and bf16x2 with .BF16_V2), over
 flashsim.numerics.half. ``HADD2.F32`` (one half widened to f32) stays with the f32 conversions.
 
-Operands: a register (``.H0_H0`` / ``.H1_H1`` broadcast one half to both, ``-``/``|..|`` act on each
-half), RZ, or an immediate pair printed ``hi, lo`` (two tokens, the high half first: ptxas loads
+Operands: a register (``.H0_H0`` / ``.H1_H1`` broadcast one half to both; ``.H0_NH1`` reads {hi: h0, lo: -h1};
+``-``/``|..|`` act on each half after the selector), RZ, or an immediate pair printed ``hi, lo`` (two tokens, the high half first: ptxas loads
 32-bit constants as ``HFMA2.MMA Rd, -RZ, RZ, hi, lo``). nvdisasm prints the immediates of a .BF16_V2 form as
 bf16 values (``3, 0.5`` is 0x40403F00; ``9.183549615799121156e-41`` the smallest subnormal); one that is not
 exactly a bf16 (f16) value is refused. A NaN immediate is printed without its payload (``+QNAN``): it reads
@@ -51,7 +51,8 @@ def _operands(ctx: Ctx, fmt: str, end: int | None = None):
         ctx.need(op.kind in ("r", "ur"), f"operand {op.text} of {ctx.ins.name}")
         base = ctx.raw(i)
         sfx = set(op.suffix)
-        ctx.need(sfx <= {"H0_H0", "H1_H1"}, f"operand selector {op.text}")
+        ctx.need(sfx <= {"H0_H0", "H1_H1", "H0_NH1"} and len(sfx) <= 1, f"operand selector {op.text}")
+        ctx.need(not ("H0_NH1" in sfx and op.absolute), f"operand selector {op.text} with |..|")
         neg, absolute = op.neg, op.absolute
 
         def rd(m, base=base, sfx=sfx, neg=neg, absolute=absolute):
@@ -60,6 +61,10 @@ def _operands(ctx: Ctx, fmt: str, end: int | None = None):
                 x = (x & np.uint32(0xFFFF)) * np.uint32(0x10001)
             elif "H1_H1" in sfx:
                 x = (x >> np.uint32(16)) * np.uint32(0x10001)
+            elif "H0_NH1" in sfx:
+                # {hi: h0, lo: -h1}: the halves swapped and the new low half's sign flipped (ptxas pairs it with
+                # a PRMT that swaps the halves to build __halves2half2(lo, -hi)); a leading '-' then flips both
+                x = ((x << np.uint32(16)) | (x >> np.uint32(16))) ^ np.uint32(0x8000)
             if absolute:
                 x = x & _ABS
             if neg:

@@ -153,6 +153,26 @@ def cuda_include() -> Path | None:
     return found.parent if found is not None else None
 
 
+def include_paths() -> list[Path]:
+    """The header folders NVRTC is given: :func:`cuda_include`, then every other ``nvidia/cu13/include`` of the
+    namespace package (the runtime, CRT and CCCL wheels may sit in different site folders, as when some come
+    from ``PYTHONPATH``), each followed by its ``cccl`` folder."""
+    first = cuda_include()
+    found = [] if first is None else [first]
+    if not os.environ.get("FLASHSIM_CUDA_INCLUDE"):
+        try:
+            import nvidia  # namespace package of NVIDIA's wheels
+            found += [Path(b) / "cu13" / "include" for b in nvidia.__path__]
+        except ImportError:
+            pass
+    out: list[Path] = []
+    for inc in found:
+        for p in (inc, inc / "cccl"):
+            if p.is_dir() and p not in out:
+                out.append(p)
+    return out
+
+
 def cache_dir() -> Path | None:
     """Where compiled cubins are kept (``FLASHSIM_CACHE_DIR``, default ~/.cache/flashsim/cubin; the value
     ``off`` disables the cache), as cupy keeps its kernel cache."""
@@ -222,8 +242,7 @@ def _nvrtc_options(source, options, lineinfo: bool, arch: str = "sm_90") -> tupl
         if not isinstance(o, str):
             raise bad_argument("options", tuple(options), f"every option must be a str, got {o!r}")
     lines = [LINEINFO] if lineinfo and LINEINFO not in options and "--generate-line-info" not in options else []
-    include = cuda_include()
-    paths = [] if include is None else [include] + ([include / "cccl"] if (include / "cccl").is_dir() else [])
+    paths = include_paths()
     return [*options, *(f"--include-path={p}" for p in paths), *_cupy_options(arch), *lines], lines
 
 

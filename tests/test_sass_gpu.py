@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import flashsim.cuda as fc
-from tests.test_cuda_interp import (BASIC, FOUND, GENERIC, GENERIC_S8, HEADERS, HEADERS_CCCL, IDIOMS, MATRIX, ROOTS,
-                                    ROUNDING, SPIN_WAIT, found_inputs, headers_cccl_inputs, roots_inputs,
+from tests.test_cuda_interp import (BASIC, FOUND, GENERIC, GENERIC_S8, HALF_SEL, HEADERS, HEADERS_CCCL, IDIOMS, MATRIX, ROOTS,
+                                    ROUNDING, SPIN_WAIT, found_inputs, half_sel_inputs, headers_cccl_inputs, roots_inputs,
                                     rounding_inputs)
 
 gpu = pytest.mark.gpu
@@ -145,3 +145,20 @@ def test_wmma_cooperative_groups_and_cuda_pipeline_on_gpu():
                         lambda: [a.copy(), b.T.copy(), np.zeros((16, 16), np.float32)]))
     _assert_same(*_both(HEADERS_CCCL, "cgsum", (1,), (128,), lambda: [x.copy(), np.zeros(4, np.int32)]))
     _assert_same(*_both(HEADERS_CCCL, "pipecopy", (1,), (128,), lambda: [s.copy(), np.zeros(128, np.float32)]))
+
+
+@gpu
+@pytest.mark.parametrize("seed", range(4))
+def test_hfma2_h0_nh1_selector_on_gpu(seed):
+    a, b, c = half_sel_inputs(seed)
+    _assert_same(*_both(HALF_SEL, "nh1", (1,), (32,), lambda: [a.copy(), b.copy(), c.copy(), np.zeros(96, np.uint32)]))
+
+
+@gpu
+@pytest.mark.parametrize("seed", range(3))
+def test_fast_math_sin_cos_sincos_on_gpu(seed):
+    from tests.test_sfu_trig import FAST_TRIG, trig_inputs
+
+    x = trig_inputs(seed)
+    n = x.size
+    _assert_same(*_both(FAST_TRIG, "trig", (n // 128,), (128,), lambda: [x.copy(), np.zeros(5 * n, np.float32), np.int32(n)]))

@@ -16,6 +16,12 @@ structural laws that carry one binade to every input, each law checked on all 2^
   operations it does not flush them); +-1 from 8 on; in between, the output depends only on
   the top p(e) bits of the significand in binade e (p = 17..21): a table of block outputs.
 - MUFU.EX2.F16 / .BF16 (ex2.approx.f16x2, ex2.approx.ftz.bf16x2): tables of all 65,536 inputs.
+- MUFU.SIN / MUFU.COS (the input in turns: sin.approx.f32 is FMUL.RZ x, 1/2pi, then the MUFU): the unit reads
+  k = trunc(frac(|x|) * 2^25), the fraction of a turn as 25-bit fixed point (truncated; subnormals and
+  |x| < 2^-25 give k = 0, every |x| >= 2^23 is a whole number of turns); sin = sign(x) * G(k) and
+  cos = G(k + 2^23 mod 2^25), where G(k + 2^24) = -G(k) and G on [0, 2^24) is a table of the unit's outputs
+  (the law and the table checked on all 2^32 inputs of both, ``python -m flashsim.gpu.sfu_trig --table``);
+  +-Inf and NaN give 0x7FFFFFFF. The outputs on k * 2^-25 are not mirror-symmetric within a half turn.
 - MUFU.RSQ / MUFU.SQRT: rsq(2^(2k+j) * 1.m) = 2^-k * Q_j[m] and sqrt(2^(2k+j) * 1.m) = 2^k * S_j[m]
   exactly, j = 0 or 1 (Q_j, S_j: the outputs on [1, 2) and [2, 4)); zero and subnormal inputs read as
   zeros of their sign (rsq: +-Inf, sqrt: +-0), negative inputs and -Inf give NaN, +Inf gives +0 / +Inf.
@@ -305,6 +311,39 @@ def mufu_ex2_bf16(h) -> np.ndarray:
     return tables()["ex2_bf16"][as_bits(h, BF16, "h")]
 
 
+TRIG_BITS = 25  # MUFU.SIN / COS: fraction bits of a turn the unit reads
+_HALF_TURN = np.uint32(1 << (TRIG_BITS - 1))
+
+
+def trig_index(x) -> np.ndarray:
+    """k = trunc(frac(|x|) * 2^25) of f32 bit patterns (any value for Inf and NaN, which the callers replace)."""
+    x = as_bits(x, F32, "x")
+    with np.errstate(invalid="ignore"):
+        a = (x & np.uint32(0x7FFFFFFF)).view(np.float32)
+        fr = np.where(np.isfinite(a), a - np.trunc(a), np.float32(0))  # exact
+        return (fr * np.float32(2.0 ** TRIG_BITS)).astype(np.uint32)  # exact scaling, then truncation
+
+
+def _turn(k: np.ndarray) -> np.ndarray:
+    """G(k) for any k (mod 2^25): the half-turn table, negated on the second half."""
+    k = k & np.uint32((1 << TRIG_BITS) - 1)
+    return tables()["sin_half"][k & (_HALF_TURN - np.uint32(1))] ^ ((k >> np.uint32(TRIG_BITS - 1)) << np.uint32(31))
+
+
+def mufu_sin(x) -> np.ndarray:
+    """MUFU.SIN (sin(2 pi x) by the unit's table; see the module's notes)."""
+    x = as_bits(x, F32, "x")
+    out = _turn(trig_index(x)) ^ (x & _SIGN)
+    return np.where((x & _INF) == _INF, _NAN, out).astype(np.uint32)
+
+
+def mufu_cos(x) -> np.ndarray:
+    """MUFU.COS (cos(2 pi x) by the same table, a quarter turn on)."""
+    x = as_bits(x, F32, "x")
+    out = _turn(trig_index(x) + (_HALF_TURN >> np.uint32(1)))
+    return np.where((x & _INF) == _INF, _NAN, out).astype(np.uint32)
+
+
 # ---- PTX instructions as sm_90 compiles them -----------------------------------------------------
 
 def _f32c(v: float) -> np.uint32:
@@ -371,6 +410,25 @@ def sqrt_approx_f32(x, *, ftz: bool = False) -> np.ndarray:
     small = ~(np.abs(_f64(x)) >= 2.0**-126)
     r = mufu_sqrt(np.where(small, fp32.mul(x, _full(x, 16777216.0)), x))
     return np.where(small, fp32.mul(r, _full(x, 2.0**-12)), r).astype(np.uint32)
+
+
+INV_2PI = np.uint32(0x3E22F983)  # 0.15915494f, the FMUL.RZ constant ptxas puts before MUFU.SIN / MUFU.COS
+
+
+def _turns(x) -> np.ndarray:
+    """FMUL.RZ x, 1/2pi (no .FTZ: a subnormal product stays, and MUFU reads it as k = 0)."""
+    x = as_bits(x, F32, "x")
+    return fp32.fma(x, np.full(x.shape, INV_2PI, np.uint32), np.full(x.shape, _SIGN, np.uint32), rnd="rz")
+
+
+def sin_approx_f32(x, *, ftz: bool = False) -> np.ndarray:
+    """``sin.approx{.ftz}.f32``: FMUL.RZ x, 1/2pi; MUFU.SIN (the same SASS with or without .ftz)."""
+    return mufu_sin(_turns(x))
+
+
+def cos_approx_f32(x, *, ftz: bool = False) -> np.ndarray:
+    """``cos.approx{.ftz}.f32``: FMUL.RZ x, 1/2pi; MUFU.COS (the same SASS with or without .ftz)."""
+    return mufu_cos(_turns(x))
 
 
 def tanh_approx_f32(x) -> np.ndarray:
@@ -449,4 +507,8 @@ SWEPT = {
     "rsqrt_approx_f32": ("rsqrt.approx.f32", rsqrt_approx_f32),
     "sqrt_approx_ftz_f32": ("sqrt.approx.ftz.f32", lambda x: sqrt_approx_f32(x, ftz=True)),
     "sqrt_approx_f32": ("sqrt.approx.f32", sqrt_approx_f32),
+    "sin_approx_ftz_f32": ("sin.approx.ftz.f32", lambda x: sin_approx_f32(x, ftz=True)),
+    "sin_approx_f32": ("sin.approx.f32", sin_approx_f32),
+    "cos_approx_ftz_f32": ("cos.approx.ftz.f32", lambda x: cos_approx_f32(x, ftz=True)),
+    "cos_approx_f32": ("cos.approx.f32", cos_approx_f32),
 }

@@ -99,7 +99,7 @@ MODIFIERS: dict[str, frozenset] = {
     "MEMBAR": frozenset({'ALL', 'CTA', 'GPU', 'SC'}),
     "MOV": frozenset(),
     "MOVM": frozenset({'16', 'MT88'}),
-    "MUFU": frozenset({'BF16', 'EX2', 'F16', 'LG2', 'RCP', 'RCP64H', 'RSQ', 'RSQ64H', 'SQRT', 'TANH'}),
+    "MUFU": frozenset({'BF16', 'COS', 'EX2', 'F16', 'LG2', 'RCP', 'RCP64H', 'RSQ', 'RSQ64H', 'SIN', 'SQRT', 'TANH'}),
     "NANOSLEEP": frozenset({'SYNCS'}),
     "NOP": frozenset(),
     "P2R": frozenset(),

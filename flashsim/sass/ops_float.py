@@ -190,7 +190,7 @@ def fchk(ctx: Ctx):
 
 _MUFU = {
     "EX2": sfu.mufu_ex2, "LG2": sfu.mufu_lg2, "RCP": sfu.mufu_rcp, "TANH": sfu.mufu_tanh,
-    "RSQ": sfu.mufu_rsq, "SQRT": sfu.mufu_sqrt,
+    "RSQ": sfu.mufu_rsq, "SQRT": sfu.mufu_sqrt, "SIN": sfu.mufu_sin, "COS": sfu.mufu_cos,
 }
 
 

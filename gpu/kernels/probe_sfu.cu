@@ -1,30 +1,9 @@
 // probe_sfu.cu: the special-function unit (MUFU) and the PTX instructions built on it, for sweeps.
-//
-// Sweep kernels take no input array: element i evaluates the instruction on the bit pattern
-// start + i, so all 2^32 f32 inputs can be covered in a few launches without host traffic.
-// Array kernels take explicit inputs (bit patterns in, bit patterns out).
+// (the sweep and array kernels of sfu_sweep.cuh)
 // PTX ISA, "Floating Point Instructions": ex2, lg2, rcp, rsqrt, sqrt, tanh (approx forms), rcp.rn, div.rn; the
 // .ftz approx forms are one MUFU each on sm_90 (cuobjdump -sass), the non-ftz forms wrap it.
 
-#define SWEEP(NAME, PTX)                                                                            \
-    extern "C" __global__ void NAME(unsigned int start, unsigned int* __restrict__ out,            \
-                                    unsigned long long n) {                                        \
-        unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;           \
-        if (i >= n) return;                                                                         \
-        unsigned int x = start + (unsigned int)i, r;                                                \
-        asm volatile(PTX " %0, %1;" : "=r"(r) : "r"(x));                                           \
-        out[i] = r;                                                                                 \
-    }
-
-#define ARRAY(NAME, PTX)                                                                            \
-    extern "C" __global__ void NAME(const unsigned int* __restrict__ x, unsigned int* __restrict__ out, \
-                                    unsigned long long n) {                                        \
-        unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;           \
-        if (i >= n) return;                                                                         \
-        unsigned int r;                                                                             \
-        asm volatile(PTX " %0, %1;" : "=r"(r) : "r"(x[i]));                                        \
-        out[i] = r;                                                                                 \
-    }
+#include "sfu_sweep.cuh"
 
 #define SFU_OPS(X)                                                                                  \
     X(ex2_approx_ftz_f32, "ex2.approx.ftz.f32")                                                     \
@@ -39,6 +18,10 @@
     X(rsqrt_approx_f32, "rsqrt.approx.f32")                                                         \
     X(sqrt_approx_ftz_f32, "sqrt.approx.ftz.f32")                                                   \
     X(sqrt_approx_f32, "sqrt.approx.f32")                                                           \
+    X(sin_approx_ftz_f32, "sin.approx.ftz.f32")                                                     \
+    X(sin_approx_f32, "sin.approx.f32")                                                             \
+    X(cos_approx_ftz_f32, "cos.approx.ftz.f32")                                                     \
+    X(cos_approx_f32, "cos.approx.f32")                                                             \
     X(ex2_approx_f16x2, "ex2.approx.f16x2")                                                         \
     X(ex2_approx_ftz_bf16x2, "ex2.approx.ftz.bf16x2")
 

@@ -84,3 +84,16 @@ class LaunchError(FlashsimError):
     def __init__(self, kernel: str, detail: str):
         self.kernel = kernel
         super().__init__(f"kernel {kernel!r} failed: {detail}")
+
+
+def ranges(values) -> str:
+    """Numbers as ranges, sorted and without repeats: [5, 0, 1, 2] -> '0-2,5' ('' for none)."""
+    vs = sorted(set(int(v) for v in values))
+    out, i = [], 0
+    while i < len(vs):
+        j = i
+        while j + 1 < len(vs) and vs[j + 1] == vs[j] + 1:
+            j += 1
+        out.append(str(vs[i]) if i == j else f"{vs[i]}-{vs[j]}")
+        i = j + 1
+    return ",".join(out)

@@ -186,6 +186,17 @@ def _smem_families(traces: Path | None) -> list[tuple[str, str, str, str]]:
                     + (f": {r.group(1)} of {r.group(2)} cases agree" if r else "") + " (traces/diagnostics)")
     rows.append(("shared-memory races, faults, uninit. reads", "flashsim.smem, flashsim.cuda",
                  where, what))
+    # synccheck: the planted cases of gpu/synccheck_cases.py, once run on a GPU and their JSON kept under the traces
+    sync = _read_json(traces / "synccheck" / "synccheck_cases.json") if traces else None
+    where, what = "-", "not yet run on a GPU under compute-sanitizer synccheck (gpu/synccheck_cases.py)"
+    if sync:
+        head = " ".join(sync.get("header", []))
+        g, d = re.search(r"GPU: (NVIDIA [^(]+?) \(", head), re.search(r"date: (\d{4}-\d{2}-\d{2})", head)
+        where = f"{g.group(1) if g else 'GPU'}, {d.group(1) if d else ''}"
+        rows_ = sync.get("cases", [])
+        what = (f"compute-sanitizer synccheck on {len(rows_)} planted cases: "
+                f"{sum(r.get('status') == 'agree' for r in rows_)} agree (traces/synccheck)")
+    rows.append(("barrier misuse (synccheck)", "flashsim.sass.synccheck", where, what))
     return rows
 
 

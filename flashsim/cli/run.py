@@ -16,8 +16,10 @@ DTYPE: f16 bf16 f32 f64 i8 u8 i16 u16 i32 u32 i64 u64. Random inputs are drawn, 
 ``numpy.random.default_rng(SEED)``. The launch runs once inside ``flashsim.cuda.checking`` and the command
 prints: shared-memory banks per source line (worst first, with the line's text) and per kernel, races
 (both sides), a fault (with its PC, SASS and line; the report then covers the CTAs run until it), reads of
-uninitialised memory, and executed instructions per source line. Exit status 0 when clean, 1 when a race,
-a fault, an uninitialised read (or, with ``--gpu``, a differing bit) was found, 2 on bad input.
+uninitialised memory, barrier misuse as compute-sanitizer's synccheck reports it (a divergent
+``__syncthreads``, ``bar.sync`` counts the arrivals do not match, bad ``__syncwarp`` masks: kind, line, warp,
+lanes), and executed instructions per source line. Exit status 0 when clean, 1 when a race, a fault, an
+uninitialised read, a barrier misuse (or, with ``--gpu``, a differing bit) was found, 2 on bad input.
 
 ``--workers N`` (a local Dask cluster of N processes) or ``--scheduler ADDR`` (a running one) runs the batches
 of CTAs on the cluster's workers; the outputs and the report are those of the one-process run with the same
@@ -41,7 +43,8 @@ from flashsim import run
 from flashsim.cli.arguments import add_cluster_arguments, cluster_from_args
 from flashsim.cli.launchargs import ArgSpec, make_value, match_params, parse_args_list, parse_dim3
 from flashsim.cli.run_report import (_Sources, _bank_svg, _count, _html_page, _print_banks, _print_executed,
-                                     _print_fault, _print_races, _print_summary, _print_uninit, _run_gpu)
+                                     _print_fault, _print_races, _print_summary, _print_synccheck, _print_uninit,
+                                     _run_gpu)
 from flashsim.errors import SimulatedFault, bad_argument
 from flashsim.options import non_negative_int, positive_int
 from flashsim.progress import Progress
@@ -80,6 +83,8 @@ def add_parser(sub) -> None:
     p.add_argument("--no-banks", action="store_true", help="do not count shared-memory bank wavefronts")
     p.add_argument("--no-races", action="store_true", help="do not look for shared-memory races")
     p.add_argument("--no-initcheck", action="store_true", help="do not report reads of uninitialised memory")
+    p.add_argument("--no-synccheck", action="store_true",
+                   help="do not report barrier misuse (divergent __syncthreads, bar.sync counts, __syncwarp masks)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--schedule-seed", type=non_negative_int, default=None, metavar="N",
                    help="run another legal interleaving of the warps (default: lowest PC first)")
@@ -247,7 +252,7 @@ def cmd_run(args) -> int:
         stopped = None
         t0 = time.perf_counter()
         with fc.checking(banks=not args.no_banks, races=not args.no_races, initcheck=not args.no_initcheck,
-                         trace=_trace_spec(args)) as report:
+                         synccheck=not args.no_synccheck, trace=_trace_spec(args)) as report:
             try:
                 fn(grid, block, kernel_args, shared_mem=args.shared_mem, exec_options=exec_options)
             except (SimulatedFault, BarrierDeadlock, StepBudgetExceeded) as exc:
@@ -263,6 +268,7 @@ def cmd_run(args) -> int:
     _print_banks(report, src, args.top)
     _print_races(report, src)
     _print_uninit(report, src, arrays)
+    _print_synccheck(report, src)
     _print_executed(report, src, args.top)
 
     gpu_result = None

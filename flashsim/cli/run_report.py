@@ -1,6 +1,6 @@
 """What ``flashsim run`` prints and draws from a checking report: banks per source line with the line's
-text, races, a fault, uninitialised reads named by argument, executed instructions per line; the GPU
-comparison; the HTML page and the per-line bank map (SVG).
+text, races, a fault, uninitialised reads named by argument, barrier misuse (synccheck), executed instructions
+per line; the GPU comparison; the HTML page and the per-line bank map (SVG).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from flashsim import device
-from flashsim.errors import SimulatedFault
+from flashsim.errors import SimulatedFault, ranges as _ranges
 from flashsim.cli.launchargs import _UINT, compare_bits
 
 
@@ -47,18 +47,6 @@ def _loc(file: str, line) -> str:
 
 def _clip(text: str, n: int = 70) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
-
-
-def _ranges(values) -> str:
-    vs = sorted(set(int(v) for v in values))
-    out, i = [], 0
-    while i < len(vs):
-        j = i
-        while j + 1 < len(vs) and vs[j + 1] == vs[j] + 1:
-            j += 1
-        out.append(str(vs[i]) if i == j else f"{vs[i]}-{vs[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 def _where_in_args(addr: int, arrays: list) -> str:
@@ -200,6 +188,35 @@ def _print_uninit(report, src: _Sources, arrays) -> None:
               f"lanes {_ranges(u.access.lane for u in us)}")
 
 
+def _print_synccheck(report, src: _Sources) -> None:
+    print()
+    if not report.synccheck:
+        print("barriers (synccheck): not checked (--no-synccheck)")
+        return
+    if not report.sync_count:
+        print("barriers (synccheck): no misuse")
+        return
+    groups = report.sync_groups()
+    listed = "" if report.sync_count == len(report.sync_findings) else f", the first {len(report.sync_findings)} listed"
+    pcs = len({(fs[0].access.kernel, fs[0].access.pc) for fs in groups})
+    print(f"barriers (synccheck): {report.sync_count} finding{'' if report.sync_count == 1 else 's'}{listed}, at "
+          f"{pcs} instruction{'' if pcs == 1 else 's'}:")
+    for fs in groups:
+        f = fs[0]
+        a = f.access
+        loc = _loc(a.file, a.line) + "".join(f" inlined at {_loc(f_, n)}" for f_, n in a.inlined)
+        print(f"  {f.kind} ({f.reason}), {len(fs)}x: {loc}  pc={a.pc:#06x} `{a.sass}`")
+        t = src.text(*a.lines[-1]) if a.lines else ""  # the kernel's own line (the outermost call site)
+        if t:
+            print(f"       {_clip(t, 90)}")
+        for ln in dict.fromkeys(x.lines[-1] if x.lines else None for x in f.sites):  # the other sites, by line
+            if ln is not None and ln != (a.lines[-1] if a.lines else None):
+                print(f"       with {_loc(*ln)}  {_clip(src.text(*ln), 80)}".rstrip())
+        print(f"       ctas {_ranges(x.access.cta for x in fs)}, warps {_ranges(x.access.warp for x in fs)}, "
+              f"lanes {_ranges(lane for x in fs for lane in x.lanes)}")
+        print(f"       {f.message}")
+
+
 def _print_executed(report, src: _Sources, top: int) -> None:
     rows = report.executed_by_line()
     print()
@@ -223,6 +240,8 @@ def _print_summary(report, stopped, gpu_result) -> list[str]:
         findings.append(f"{len(report.race_pairs())} racing instruction pair(s)")
     if report.initcheck and report.uninit_count:
         findings.append(f"{report.uninit_count} uninitialised read(s)")
+    if report.synccheck and report.sync_count:
+        findings.append(f"{report.sync_count} barrier misuse finding(s)")
     if gpu_result is not None and gpu_result.get("differ"):
         findings.append(f"{len(gpu_result['differ'])} array(s) differing from the GPU")
     print()

@@ -6,6 +6,10 @@ reads of memory nothing wrote, executed instructions per line.
         kernel(grid, block, args)
     print(report.text())          # or report.bank_sites(), report.races, report.uninitialized, report.to_dict()
 
+    with fc.checking(synccheck=True) as report:    # barrier misuse, as compute-sanitizer's synccheck
+        kernel(grid, block, args)
+    report.sync_findings                          # SyncFinding: kind, reason, CTA, warp, lanes, PC, SASS, line
+
 Each diagnostic is off unless asked for (they cost time); executed instructions per PC are always
 collected inside ``checking``. The report accumulates every interpreted launch made inside the block.
 
@@ -19,6 +23,11 @@ collected inside ``checking``. The report accumulates every interpreted launch m
   accesses race when no bar.sync (or, within a warp, __syncwarp) lies between them, whatever ran first.
 - **initcheck**: reads of shared memory no thread of the CTA wrote, and of global memory that neither the
   host nor a kernel wrote since ``flashsim.cuda.empty`` allocated it (``zeros`` and ``asarray`` initialise).
+- **synccheck**: barriers reached by part of a warp or of a CTA (a divergent ``__syncthreads``, warps at
+  different barrier instructions, warps that exit while the others wait), ``bar.sync id, count`` whose count
+  the arrivals do not match, ``__syncwarp`` masks that leave out the executing lane or that the lanes at it
+  disagree on: :mod:`flashsim.sass.synccheck` (its rules, and the choices the H100 is still to decide). It only
+  observes: a deadlock is still a :class:`flashsim.sass.machine.BarrierDeadlock`, whose findings the report keeps.
 
 Faults (out-of-bounds or misaligned accesses) stop the launch with a :class:`flashsim.errors.SimulatedFault`
 naming cta, warp, lane, address, PC, SASS and source line, inside ``checking`` or not.
@@ -39,7 +48,8 @@ import numpy as np
 
 from flashsim.errors import bad_argument
 
-__all__ = ["Access", "BankSite", "LaunchRecord", "RaceSite", "Report", "UninitRead", "checking", "current"]
+__all__ = ["Access", "BankSite", "LaunchRecord", "RaceSite", "Report", "SyncFinding", "UninitRead", "checking",
+           "current"]
 
 MAX_EVENTS = 200_000  # synchronisation events kept per report (all are counted)
 _SESSION: contextvars.ContextVar["Report | None"] = contextvars.ContextVar("flashsim_checking", default=None)
@@ -51,7 +61,7 @@ def current() -> "Report | None":
 
 
 @contextlib.contextmanager
-def checking(*, banks: bool = True, races: bool = False, initcheck: bool = False,
+def checking(*, banks: bool = True, races: bool = False, initcheck: bool = False, synccheck: bool = False,
              max_records: int = 1000, trace=None, timeline: bool = False) -> Iterator["Report"]:
     """Collect diagnostics of every interpreted launch inside the block into the yielded :class:`Report`.
 
@@ -60,7 +70,8 @@ def checking(*, banks: bool = True, races: bool = False, initcheck: bool = False
     ``timeline``: record the synchronisation events (mbarriers, copies, named barriers, wgmma) in
     ``report.events`` (:class:`flashsim.sass.timeline.SyncEvent`; at most ``MAX_EVENTS``), drawn by
     ``report.timeline_html()``."""
-    for name, v in (("banks", banks), ("races", races), ("initcheck", initcheck), ("timeline", timeline)):
+    for name, v in (("banks", banks), ("races", races), ("initcheck", initcheck), ("synccheck", synccheck),
+                    ("timeline", timeline)):
         if not isinstance(v, bool):
             raise bad_argument(name, v, "expected a bool")
     if not isinstance(max_records, int) or isinstance(max_records, bool) or max_records < 1:
@@ -72,8 +83,8 @@ def checking(*, banks: bool = True, races: bool = False, initcheck: bool = False
         if not isinstance(trace, TraceSpec):
             raise bad_argument("trace", trace, "expected None or a flashsim.sass.tracing.TraceSpec")
         tracer = Tracer(trace)
-    report = Report(banks=banks, races=races, initcheck=initcheck, max_records=max_records, tracer=tracer,
-                    timeline=timeline)
+    report = Report(banks=banks, races=races, initcheck=initcheck, synccheck=synccheck, max_records=max_records,
+                    tracer=tracer, timeline=timeline)
     token = _SESSION.set(report)
     try:
         yield report
@@ -189,6 +200,47 @@ class UninitRead:
         return f"uninitialised {self.space} read of {self.nbytes} bytes at addr={self.addr:#x}: {self.access}"
 
 
+@dataclass(frozen=True)
+class SyncFinding:
+    """A barrier misused (with ``synccheck``; the rules: :mod:`flashsim.sass.synccheck`). ``kind``: 'divergent
+    warp', 'divergent block' or 'invalid arguments' (compute-sanitizer synccheck's "Divergent thread(s) in warp",
+    "... in block", "Invalid arguments"); ``reason``: the rule that found it; ``access``: the barrier or WARPSYNC
+    instruction, the CTA, the warp and the first lane of ``lanes``; ``lanes``: the lanes of that warp the finding
+    names (the divergent ones, those that never arrived, those outside their mask); ``arrived``: the lanes of that
+    warp at the instruction; ``barrier``: the barrier id (-1 for a WARPSYNC); ``sites``: the other instructions
+    involved (the barrier instruction the others waited at, where the missing lanes were), each with its warp."""
+
+    kind: str
+    reason: str
+    message: str
+    access: Access
+    lanes: tuple = ()
+    arrived: tuple = ()
+    barrier: int = -1
+    sites: tuple = ()
+
+    @property
+    def lines(self) -> set:
+        """(file, line) of the instruction and of every site (with the call sites of inlined code)."""
+        return set(self.access.lines) | {ln for a in self.sites for ln in a.lines}
+
+    @property
+    def threads(self) -> tuple:
+        """The thread indices (warp * 32 + lane, within the CTA) of ``lanes``."""
+        return tuple(self.access.warp * 32 + lane for lane in self.lanes)
+
+    def __str__(self) -> str:
+        a = self.access
+        return (f"{self.kind} ({self.reason}) at pc={a.pc:#06x} `{a.sass}` {a.location} cta={a.cta} warp={a.warp} "
+                f"lanes {_ranges(self.lanes)}: {self.message}")
+
+
+def _ranges(values) -> str:
+    from flashsim.sass.synccheck import ranges
+
+    return ranges(values)
+
+
 @dataclass
 class BankSite:
     """Shared-memory traffic of one instruction (``pc``) of ``kernel``, summed over the launches."""
@@ -234,6 +286,7 @@ class Report:
     banks: bool = True
     races: bool = False
     initcheck: bool = False
+    synccheck: bool = False
     max_records: int = 1000
     launches: list = field(default_factory=list)
     race_sites: list = field(default_factory=list)
@@ -241,6 +294,8 @@ class Report:
     uninitialized: list = field(default_factory=list)
     uninit_count: int = 0
     protocol: list = field(default_factory=list)  # ProtocolIssue (with ``races``)
+    sync_findings: list = field(default_factory=list)  # SyncFinding (with ``synccheck``)
+    sync_count: int = 0  # findings, listed or not
     # a global byte range [lo, hi) whose stores are recorded in ``writes`` (who wrote an output element)
     watch_global: tuple | None = None
     tracer: object = field(default=None, repr=False)  # a flashsim.sass.tracing.Tracer, or None
@@ -316,8 +371,16 @@ class Report:
 
     @property
     def clean(self) -> bool:
-        """No race, no mbarrier protocol finding and no uninitialised read was seen."""
-        return self.race_count == 0 and self.uninit_count == 0 and not self.protocol
+        """No race, no mbarrier protocol finding, no uninitialised read and no barrier misuse was seen."""
+        return self.race_count == 0 and self.uninit_count == 0 and not self.protocol and self.sync_count == 0
+
+    def sync_groups(self) -> list[list[SyncFinding]]:
+        """The listed synccheck findings grouped by kind, reason, kernel and instruction, in the order their first
+        one was found: one finding each, however many CTAs, warps and trips of a loop hit it."""
+        groups: dict = {}
+        for f in self.sync_findings:
+            groups.setdefault((f.kind, f.reason, f.access.kernel, f.access.pc), []).append(f)
+        return list(groups.values())
 
     def race_groups(self) -> list[list[RaceSite]]:
         """The listed races grouped by kind, kernel and instruction pair (first PC, second PC), in the order
@@ -346,6 +409,11 @@ class Report:
             "uninitialized": [dict(space=u.space, addr=u.addr, nbytes=u.nbytes, access=asdict(u.access))
                               for u in self.uninitialized] if self.initcheck else None,
             "uninit_count": self.uninit_count if self.initcheck else None,
+            "synccheck": [dict(kind=f.kind, reason=f.reason, message=f.message, access=asdict(f.access),
+                               lanes=list(f.lanes), arrived=list(f.arrived), barrier=f.barrier,
+                               sites=[asdict(x) for x in f.sites]) for f in self.sync_findings]
+            if self.synccheck else None,
+            "sync_count": self.sync_count if self.synccheck else None,
             "executed_by_line": self.executed_by_line(),
         }
 
@@ -410,6 +478,17 @@ class Report:
                         continue
                     seen.add(key)
                     out.append(f"  {u.space}: {counts[key]}x, e.g. {u}")
+        if self.synccheck:
+            out.append("")
+            if not self.sync_count:
+                out.append("synccheck: no barrier misuse")
+            else:
+                groups = self.sync_groups()
+                pcs = len({(fs[0].access.kernel, fs[0].access.pc) for fs in groups})
+                out.append(f"synccheck: {self.sync_count} finding{'' if self.sync_count == 1 else 's'} at {pcs} "
+                           f"instruction{'' if pcs == 1 else 's'}:")
+                for fs in groups:
+                    out.append(f"  {len(fs)}x, e.g. {fs[0]}")
         return "\n".join(out)
 
     def html(self, *, title: str = "flashsim checking report") -> str:
@@ -460,6 +539,14 @@ class Report:
         if self.initcheck:
             parts.append(f"<h2>Uninitialised reads: {self.uninit_count}</h2><ul>")
             parts.extend(f"<li>{esc(str(u))}</li>" for u in self.uninitialized[:200])
+            parts.append("</ul>")
+        if self.synccheck:
+            parts.append(f"<h2>Barrier misuse (synccheck): {self.sync_count}</h2><ul>")
+            for fs in self.sync_groups()[:200]:
+                f = fs[0]
+                parts.append(f"<li>{esc(f.kind)} ({esc(f.reason)}) at <code>{esc(f.access.sass)}</code> "
+                             f"({esc(f.access.location)}), {len(fs)}x; first: cta={f.access.cta} warp={f.access.warp} "
+                             f"lanes {esc(_ranges(f.lanes))}: {esc(f.message)}</li>")
             parts.append("</ul>")
         return "\n".join(parts)
 
@@ -563,6 +650,7 @@ class _LaunchProbe:
         rep, sm = self.report, m.smem
         self.rec.steps += m.steps
         self.rec.warp_instructions += m.warp_steps
+        self._synccheck(m)
         if sm is None:
             return
         if rep.banks:
@@ -600,6 +688,24 @@ class _LaunchProbe:
                 rep._add_uninit(UninitRead("shared", a, n, rep._access(self.name, self.program, m, c, w, l, tag, "read")))
             rep.uninit_count += sm.uninit_count - len(sm.uninit)
 
+    def _synccheck(self, m) -> None:
+        """Take the synccheck findings of the batch ``m``."""
+        sc = getattr(m, "synccheck", None)
+        rep = self.report
+        if sc is None or not rep.synccheck:
+            return
+        rep.sync_count += sc.count
+        for f in sc.findings:
+            if len(rep.sync_findings) >= rep.max_records:
+                break
+            op = "warpsync" if f["barrier"] < 0 else "barrier"
+            first = f["lanes"][0] if f["lanes"] else 0
+            acc = rep._access(self.name, self.program, m, f["a"], f["w"], first, f"{f['pc']:#06x}", op)
+            sites = tuple(rep._access(self.name, self.program, m, f["a"], w, lane, f"{pc:#06x}", op)
+                          for pc, w, lane in f["sites"])
+            rep.sync_findings.append(SyncFinding(f["kind"], f["reason"], f["message"], acc, f["lanes"], f["arrived"],
+                                                 f["barrier"], sites))
+
     def absorb(self, part: "Report") -> None:
         """Take what a batch run in another process recorded into ``part`` (a Report of the same launch, filled
         by :meth:`batch` there; flashsim.sass.spread), keeping what this process would have kept."""
@@ -619,6 +725,8 @@ class _LaunchProbe:
         rep.race_sites.extend(part.race_sites[:max(0, rep.max_records - len(rep.race_sites))])
         rep.uninit_count += part.uninit_count
         rep.protocol.extend(part.protocol[:max(0, rep.max_records - len(rep.protocol))])
+        rep.sync_count += part.sync_count
+        rep.sync_findings.extend(part.sync_findings[:max(0, rep.max_records - len(rep.sync_findings))])
         rep.event_count += part.event_count
         rep.events.extend(part.events[:max(0, MAX_EVENTS - len(rep.events))])
         rep.uninitialized.extend(part.uninitialized[:max(0, rep.max_records - len(rep.uninitialized))])

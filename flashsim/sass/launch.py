@@ -209,7 +209,8 @@ class Launch:
         out.options = dataclasses.replace(self.options, progress=None, cluster=None)
         p = self.probe
         out.worker_checks = None if p is None else (p.report.banks, p.report.races, p.report.initcheck,
-                                                    p.report.max_records, p.name, p.report.timeline)
+                                                    p.report.max_records, p.name, p.report.timeline,
+                                                    p.report.synccheck)
         return out
 
     def run(self) -> dict:

@@ -226,6 +226,11 @@ class Machine:
         self.ctaid = (self.cta_ids % gx, (self.cta_ids // gx) % gy, self.cta_ids // (gx * gy))
         self.mem = launch.memory
         self.probe = getattr(launch, "probe", None)  # a checking report's collector, or None
+        self.synccheck = None  # flashsim.sass.synccheck.SyncCheck inside checking(synccheck=True)
+        if self.probe is not None and getattr(self.probe.report, "synccheck", False):
+            from flashsim.sass.synccheck import SyncCheck
+
+            self.synccheck = SyncCheck(self)
         self.const = launch.constants  # bank -> bytes (bank 0 built for this launch)
         self.smem = launch.new_shared(A, W)
         self.local_size = launch.local_size
@@ -549,6 +554,8 @@ class Machine:
         self.wait_need[lanes] = np.broadcast_to(need, lanes.shape)[lanes]
 
     def _deadlock(self):
+        if self.synccheck is not None:  # the barriers that can never complete, before the deadlock is raised
+            self.synccheck.deadlock(self)
         self._collective_stuck()
         lines = []
         graph = []
@@ -745,6 +752,8 @@ class Machine:
             b = int(np.broadcast_to(bar_id, warps.shape)[a, w]) & 15
             key = (a, b)
             cnt = None if count is None else int(np.broadcast_to(count, warps.shape)[a, w])
+            if self.synccheck is not None:
+                self.synccheck.arrive(self, a, w, b, cnt, pc, lanes[a, w], key not in self.bar_count)
             arrived, need, waiting, acc = self.bar_count.get(key, (0, cnt, [], None))
             arrived += 32
             if cnt is not None:  # a barrier over part of the CTA: its arrivals release (race detector)
@@ -762,37 +771,51 @@ class Machine:
                     acc = (op, part)
                 else:
                     acc = (op, acc[1] + part if op == "POPC" else (acc[1] and part) if op == "AND" else (acc[1] or part))
-            self.bar_count[key] = (arrived, need if need is not None else cnt, waiting, acc)
+            self.bar_count[key] = entry = (arrived, need if need is not None else cnt, waiting, acc)
+            if entry[1] is not None and arrived >= entry[1]:
+                # a barrier with a thread count completes at the arrival that reaches it; a warp arriving after
+                # that in the same step starts its next generation (bar.sync 1, 64 by three warps: the third
+                # waits, and the H200 hangs: gpu/synccheck_cases.py, bar64_excess)
+                self._complete_bar(key, entry)
+                del self.bar_count[key]
         if self.sync is not None:
             self.sync.epoch += 1
         self._check_bars()
 
     def _check_bars(self) -> None:
         done = []
-        for (a, b), (arrived, need, waiting, acc) in self.bar_count.items():
+        for (a, b), entry in self.bar_count.items():
+            arrived, need = entry[0], entry[1]
             if need is None:
                 live_warps = int(((self.st[a] != EXITED) & (self.st[a] != NONE)).any(axis=1).sum())
                 complete = arrived >= 32 * live_warps
             else:
                 complete = arrived >= need
             if complete:
-                for w in waiting:
-                    at = self.st[a, w] == BAR
-                    self.st[a, w][at] = RUN
-                    self.pc[a, w][at] += 16
-                    if acc is not None:
-                        self.bar_result[a, w] = int(acc[1])
+                self._complete_bar((a, b), entry)
                 done.append((a, b))
-                if self.probe is not None and self.probe.report.timeline:
-                    for w in waiting:
-                        self.probe.event(self, a, w, -1, "bar_done", b, -1, f"{arrived} threads arrived")
-                if self.smem is not None and self.smem.shadow is not None:
-                    if need is None:
-                        self.smem.barrier(np.arange(self.A) == a)
-                    else:
-                        self.smem.named_complete(a, b, waiting)
         for k in done:
             del self.bar_count[k]
+
+    def _complete_bar(self, key: tuple[int, int], entry: tuple) -> None:
+        """Barrier ``b`` of batch CTA ``a`` completes: its waiting warps go on (the caller drops its entry)."""
+        (a, b), (arrived, need, waiting, acc) = key, entry
+        if self.synccheck is not None:
+            self.synccheck.complete(self, a, b)
+        for w in waiting:
+            at = self.st[a, w] == BAR
+            self.st[a, w][at] = RUN
+            self.pc[a, w][at] += 16
+            if acc is not None:
+                self.bar_result[a, w] = int(acc[1])
+        if self.probe is not None and self.probe.report.timeline:
+            for w in waiting:
+                self.probe.event(self, a, w, -1, "bar_done", b, -1, f"{arrived} threads arrived")
+        if self.smem is not None and self.smem.shadow is not None:
+            if need is None:
+                self.smem.barrier(np.arange(self.A) == a)
+            else:
+                self.smem.named_complete(a, b, waiting)
 
     def on_exit(self) -> None:
         """After lanes exit: barriers waiting for every live thread may now be complete."""

@@ -224,16 +224,23 @@ def warpsync(ctx: Ctx):
     def run(m, ex, active):
         if mask is None:
             need = np.full((m.A, m.W), 0xFFFFFFFF, np.uint32)
+            if m.synccheck is not None:  # .ALL: ptxas's __syncwarp(0xffffffff), and its sync before a barrier.sync
+                m.synccheck.warpsync(m, pc, lanes_of(m, active if ex is None else ex),
+                                     np.full(m.st.shape, 0xFFFFFFFF, np.uint32))
         else:  # the mask operand as the warp's first executing lane holds it
             lanes = lanes_of(m, active if ex is None else ex)
             first = np.argmax(lanes, axis=2)[..., None]
             vals = np.broadcast_to(np.asarray(mask(m), np.uint32), m.st.shape)
             outside = lanes & (((vals >> np.arange(32, dtype=np.uint32)) & np.uint32(1)) == 0)
-            if outside.any():  # the PTX ISA leaves an executing lane outside membermask undefined
+            if m.synccheck is not None:  # inside checking(synccheck=True): the masks, before any refusal
+                m.synccheck.warpsync(m, pc, lanes, vals)
+            if outside.any():
+                # undefined in the PTX ISA; the H200 stops the kernel with cudaErrorIllegalInstruction
+                # (gpu/synccheck_cases.py: syncwarp_not_in_mask, syncwarp_sample; traces/synccheck)
                 a, w, l = (int(v) for v in np.argwhere(outside)[0])
-                raise NotImplementedError(
-                    f"WARPSYNC: {location(cta=int(m.cta_ids[a]), warp=w, lane=l)} executes it outside its mask "
-                    f"{int(vals[a, w, l]):#010x} (undefined in the PTX ISA; not modelled): {ctx.ins.where()}")
+                raise fault("illegal instruction", m, ctx.ins, outside, np.uint64(0),
+                            f"a lane executes WARPSYNC outside its mask {int(vals[a, w, l]):#010x}, which the GPU "
+                            "reports as cudaErrorIllegalInstruction")
             need = np.take_along_axis(vals, first, axis=2)[..., 0].copy()
         if m.smem is not None and m.smem.shadow is not None:
             m.smem.warp_barrier(lanes_of(m, active).any(axis=2))
@@ -388,6 +395,8 @@ def _collective_warpsync(ctx: Ctx):
         lanes = lanes_of(m, active)
         masks = np.broadcast_to(np.asarray(rmask(m), np.uint32), lanes.shape)
         own = ((masks >> np.arange(32, dtype=np.uint32)) & np.uint32(1)).astype(bool)
+        if m.synccheck is not None:  # inside checking(synccheck=True): the masks, before any refusal
+            m.synccheck.warpsync(m, pc, lanes, masks, f"WARPSYNC.{kind}")
         if (lanes & ~own).any():
             a, w, l = (int(v) for v in np.argwhere(lanes & ~own)[0])
             raise NotImplementedError(
@@ -476,6 +485,15 @@ def bar(ctx: Ctx):
         lanes = lanes_of(m, active) if ex is None else ex
         bid = np.broadcast_to(np.asarray(rid(m)), m.st.shape)[..., 0]
         cnt = None if rcount is None else np.broadcast_to(np.asarray(rcount(m)), m.st.shape)[..., 0]
+        if cnt is not None:
+            odd = lanes & ((cnt % 32) != 0)[..., None]
+            if odd.any():
+                # the PTX ISA asks for a multiple of the warp size; the H200 stops the kernel with
+                # cudaErrorIllegalInstruction (gpu/synccheck_cases.py: bar_n48, a count of 48; traces/synccheck)
+                a, w, _ = (int(v) for v in np.argwhere(odd)[0])
+                raise fault("illegal instruction", m, ctx.ins, odd, np.uint64(0),
+                            f"a barrier thread count of {int(cnt[a, w])}, not a multiple of 32, which the GPU "
+                            "reports as cudaErrorIllegalInstruction")
         if red is not None:
             vals = np.broadcast_to(rpred(m), lanes.shape) & lanes
             m.bar_arrive(lanes, bid, cnt, pc, wait, red=(red, vals))

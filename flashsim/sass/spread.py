@@ -23,8 +23,8 @@ What runs in this process, with a note saying why (``flashsim.cluster.Cluster.no
   ``Report.watch_global`` set (who wrote which output element);
 - a launch of one batch (nothing to spread; silently).
 
-Banks, races and uninitialised reads (shared and global) are collected in the workers and merged here batch
-by batch, in the order one process collects them (``_LaunchProbe.absorb``).
+Banks, races, uninitialised reads (shared and global) and synccheck findings are collected in the workers and
+merged here batch by batch, in the order one process collects them (``_LaunchProbe.absorb``).
 """
 
 from __future__ import annotations
@@ -83,9 +83,9 @@ def run_batch(spec, snapshot, idx: np.ndarray, hook=None) -> BatchResult:
     launch.memory = mem
     report = None
     if spec.worker_checks is not None:
-        banks, races, initcheck, max_records, name, timeline = spec.worker_checks
-        report = checking.Report(banks=banks, races=races, initcheck=initcheck, max_records=max_records,
-                                 timeline=timeline)
+        banks, races, initcheck, max_records, name, timeline, synccheck = spec.worker_checks
+        report = checking.Report(banks=banks, races=races, initcheck=initcheck, synccheck=synccheck,
+                                 max_records=max_records, timeline=timeline)
         launch.probe = report.begin(launch, name)
     prog = launch.program
     hits, warp_hits = prog.hits.copy(), prog.warp_hits.copy()

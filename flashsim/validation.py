@@ -65,9 +65,13 @@ def modelled() -> list[Modelled]:
                 "rcp.approx.ftz.f32": "MUFU.RCP", "rcp.approx.f32": "FSETP+FSEL+FMUL+MUFU.RCP+FMUL",
                 "tanh.approx.f32": "MUFU.TANH", "rcp.rn.f32": "MUFU.RCP+FFMA (IEEE)",
                 "rsqrt.approx.ftz.f32": "MUFU.RSQ", "rsqrt.approx.f32": "FSETP+FMUL+MUFU.RSQ+FMUL",
-                "sqrt.approx.ftz.f32": "MUFU.SQRT", "sqrt.approx.f32": "FSETP+FMUL+MUFU.SQRT+FMUL"}
+                "sqrt.approx.ftz.f32": "MUFU.SQRT", "sqrt.approx.f32": "FSETP+FMUL+MUFU.SQRT+FMUL",
+                "sin.approx.ftz.f32": "FMUL.RZ+MUFU.SIN", "sin.approx.f32": "FMUL.RZ+MUFU.SIN",
+                "cos.approx.ftz.f32": "FMUL.RZ+MUFU.COS", "cos.approx.f32": "FMUL.RZ+MUFU.COS"}
     for ptx, _ in sfu.SWEPT.values():
         out.append(Modelled(ptx, "sm_90", sfu_sass[ptx]))
+    out.append(Modelled("MUFU.SIN", "sm_90", "MUFU.SIN"))
+    out.append(Modelled("MUFU.COS", "sm_90", "MUFU.COS"))
     out.append(Modelled("ex2.approx.f16x2", "sm_90", "MUFU.EX2.F16 x2"))
     out.append(Modelled("ex2.approx.ftz.bf16x2", "sm_90", "MUFU.EX2.BF16 x2"))
     out.append(Modelled("div.rn.f32", "sm_90", "MUFU.RCP+FFMA+FCHK (IEEE)"))

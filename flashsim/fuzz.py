@@ -38,11 +38,16 @@ import numpy as np
 from flashsim.errors import FlashsimError, bad_argument
 
 __all__ = ["BUILDS", "NV", "Batch", "Outcome", "build", "digest", "draw_program", "draw_programs", "inputs",
-           "program_forms",
+           "address_dependent", "order_dependent", "program_forms",
            "programs", "render", "render_module", "run_interp", "shrink", "GENERATOR_VERSION"]
 
-#: bump when the generator or the renderer changes what a program means (recorded in every corpus)
-GENERATOR_VERSION = 2
+#: bump when the generator or the renderer changes what a program means (recorded in every corpus). Version 3
+#: gives each global accumulator word one atomic operation (version 2's atomicMin and atomicAdd could meet on a
+#: word, whose final value then depends on the order the CTAs' atomics arrive: :func:`order_dependent`) and
+#: stops emitting shared atomics past the per-warp slots instead of sharing a slot between two sites.
+GENERATOR_VERSION = 3
+G_ATOMS = ("atomicAdd", "atomicOr", "atomicXor", "atomicMax", "atomicMin")
+G_WORDS = 3  # global accumulator words per operation (version 3)
 NV = 6  # 32-bit values per thread
 NIN = 1024  # words of the input table every thread may index
 NSITE = 8  # shared atomic accumulators per warp
@@ -332,7 +337,34 @@ static __device__ __forceinline__ unsigned B2U(__nv_bfloat162 h) {
   return (unsigned)__bfloat16_as_ushort(__low2bfloat16(h)) | ((unsigned)__bfloat16_as_ushort(__high2bfloat16(h)) << 16); }
 """,
 }
+PRELUDES[3] = PRELUDES[2]  # version 3 changed the atomics' words, not the helpers
 PRELUDE = PRELUDES[GENERATOR_VERSION]
+
+
+def _warp_stmts(node: Any) -> Iterable[list]:
+    """Every ``["warp", kind, ...]`` statement of a program's body, nested ones included."""
+    if isinstance(node, list):
+        if len(node) == 7 and node[0] == "warp":
+            yield node
+        for x in node:
+            yield from _warp_stmts(x)
+
+
+def order_dependent(prog: dict) -> str | None:
+    """Why a program's outputs depend on the order atomics arrive in, which the program does not fix (None:
+    they do not). Only programs of generator version 2 or older can: two global atomic operations on one
+    accumulator word (atomicMin and atomicAdd in any order give different values), or shared atomic sites
+    past the per-warp slots, whose reads then see another site's arrivals. Such a program is not compared."""
+    if int(prog.get("v", GENERATOR_VERSION)) >= 3:
+        return None
+    stmts = list(_warp_stmts(prog.get("body", [])))
+    ops = sorted({G_ATOMS[(int(s[5]) & 31) % len(G_ATOMS)] for s in stmts if s[1] == "g_atom"})
+    if len(ops) > 1:
+        return f"global atomics of {len(ops)} operations ({', '.join(ops)}) share the accumulator words"
+    sites = sum(1 for s in stmts if s[1] == "sh_atom")
+    if sites > NSITE:
+        return f"{sites} shared atomic sites share {NSITE} slots"
+    return None
 
 
 def _shfl_ok(mode: str, delta: int, width: int, lanes: int) -> bool:
@@ -368,6 +400,10 @@ class _Render:
     exited: bool = False
     uses_local: bool = False
     sites: int = 0
+
+    @property
+    def version(self) -> int:
+        return int(self.prog.get("v", GENERATOR_VERSION))
 
     def new(self, base: str) -> str:
         self.fresh += 1
@@ -539,6 +575,8 @@ class _Render:
             self.emit(depth, f"{d} ^= sh[(tid & ~31u) + {self.pick(b, sc)}];")
             self.emit(depth, f"__syncwarp({m});")
         elif kind == "sh_atom":
+            if self.sites >= NSITE and self.version >= 3:
+                return  # every slot taken: a second site on one slot could read the other's arrivals
             site = self.sites % NSITE
             self.sites += 1
             fn = ("atomicAdd", "atomicOr", "atomicXor", "atomicAnd", "atomicMax", "atomicMin")[k % 6]
@@ -554,8 +592,11 @@ class _Render:
                     f"atomicInc(&{slot}, {b})", f"atomicMax(&{slot}, {a})")[which]
             self.emit(depth, f"{d} ^= {call};")
         elif kind == "g_atom":
-            fn = ("atomicAdd", "atomicOr", "atomicXor", "atomicMax", "atomicMin")[k % 5]
-            self.emit(depth, f"{fn}(&out[gacc + (({b}) & {NGACC - 1}u)], {a});")
+            fn = G_ATOMS[k % len(G_ATOMS)]
+            if self.version >= 3:  # words of their own per operation: arrivals in any order give one value
+                self.emit(depth, f"{fn}(&out[gacc + {(k % len(G_ATOMS)) * G_WORDS}u + (({b}) % {G_WORDS}u)], {a});")
+            else:
+                self.emit(depth, f"{fn}(&out[gacc + (({b}) & {NGACC - 1}u)], {a});")
         elif kind == "local":
             self.uses_local = True
             self.emit(depth, f"loc[({b}) & 7u] = {a};")
@@ -701,8 +742,9 @@ def program_forms(fn) -> dict[str, int]:
     return dict(fn._prog().executed_forms())
 
 
-def run_interp(batch: Batch) -> list[Outcome]:
-    """Run every program of a batch in the interpreter (one module load)."""
+def run_interp(batch: Batch, pad: int = 0) -> list[Outcome]:
+    """Run every program of a batch in the interpreter (one module load); ``pad`` bytes of device memory are
+    allocated before each program's arrays, which moves them (:func:`address_dependent`)."""
     import flashsim.cuda as fc
 
     mod = fc.RawModule(cubin=batch.cubin)
@@ -711,6 +753,7 @@ def run_interp(batch: Batch) -> list[Outcome]:
         table, out0, (s0, s1) = inputs(prog)
         try:
             fn = mod.get_function(name)
+            moved = fc.zeros((pad // 4,), np.uint32) if pad else None  # noqa: F841 (held while it runs)
             d_in, d_out = fc.asarray(table), fc.asarray(out0)
             fn((int(prog["grid"]),), (int(prog["block"]),), (d_in, d_out, np.uint32(s0), np.uint32(s1)))
             res.append(Outcome(d_out.get(), forms=program_forms(fn)))
@@ -719,6 +762,20 @@ def run_interp(batch: Batch) -> list[Outcome]:
         except FlashsimError as e:
             res.append(Outcome(None, error=f"{type(e).__name__}: {e}"))
     return res
+
+
+#: how far :func:`address_dependent` moves a program's arrays: bits 16 and up of their addresses change
+ADDRESS_SHIFT = 0x1230000
+
+
+def address_dependent(prog: dict, which: str) -> bool:
+    """Whether the program's outputs in the interpreter change when its arrays sit at other device addresses:
+    then they depend on where the GPU put them, which a comparison cannot reproduce. ptxas can make a defined
+    program so: both ptxas 13.0 and 12.8 build ``__vmaxu2(0, (unsigned)bf16_bits)`` as a PRMT that takes the
+    high half from a dead register holding the low word of a pointer, then VIMNMX.U16x2 (campaign seed 4)."""
+    batch = compile_batch([prog], which)
+    (a,), (b,) = run_interp(batch), run_interp(batch, pad=ADDRESS_SHIFT)
+    return a.out is not None and b.out is not None and not np.array_equal(a.out, b.out)
 
 
 # ---------------------------------------------------------------------------------------------- shrinking

@@ -149,6 +149,169 @@ def test_a_planted_bug_is_found_and_shrunk(tmp_path):
     assert n_only == len([r for r in rows if r["gpu_only"]])
 
 
+# ---------------------------------------------------------------------------------------------- record, replay
+def _interp_gpu(cubin, progs, names):
+    """A "GPU" that is the interpreter: a record of it replays without a difference."""
+    outs = fz.run_interp(fz.Batch(list(progs), "gpu", cubin))
+    return [[o.out, o.out.copy()] if o.out is not None else [np.zeros(1, np.uint32)] * 2 for o in outs]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    from flashsim.gpu import fuzz as gf
+
+    out = tmp_path_factory.mktemp("record")
+    meta = gf.record(12, 5, out, builds=BUILDS, workers=2, per=4, gpu=_interp_gpu, provenance={"name": "fake GPU"},
+                     log=lambda *_: None)
+    return out, meta
+
+
+def _run(*argv):
+    from flashsim.gpu import fuzz as gf
+
+    return gf.main([str(a) for a in argv])
+
+
+def _report(d):
+    return json.loads((d / "fuzz_report.json").read_text())
+
+
+def _rows(path):
+    with lzma.open(path, "rt") as fh:
+        return [json.loads(line) for line in fh]
+
+
+@pytest.fixture(scope="module")
+def replayed(recorded, tmp_path_factory):
+    rec, _ = recorded
+    out = tmp_path_factory.mktemp("replay")
+    assert _run("--replay", rec, "--out", out, "--workers", 2) == 0
+    return out
+
+
+def test_a_record_keeps_digests_not_programs(recorded):
+    rec, meta = recorded
+    assert meta["chunks_done"] == 3 and meta["programs"] == 12 and meta["per_chunk"] == 4 and meta["seed"] == 5
+    assert json.loads((rec / "record_meta.json").read_text()) == json.loads(json.dumps(meta))
+    rows = _rows(rec / "record.jsonl.xz")
+    assert [r["chunk"] for r in rows] == [0, 1, 2]
+    for r in rows:
+        assert set(r["builds"]) == set(BUILDS)
+        for b in r["builds"].values():
+            assert set(b) == {"sha256", "gpu", "compile_errors"} and len(b["sha256"]) == 64
+            assert len(b["gpu"]) == 4 and all(len(d) == 32 for d in b["gpu"])
+    assert sum(s["recorded"] for s in meta["stats"].values()) == 12 * len(BUILDS)
+
+
+def test_a_replay_of_a_record_finds_no_difference(recorded, replayed):
+    rec, meta = recorded
+    rep = _report(replayed)
+    assert rep["provenance"] == {"name": "fake GPU"} and rep["replay"]["record"] == str(rec)
+    assert rep["replay"]["chunks"] == [[0, 3]] and rep["replay"]["build_differs"] == []
+    assert "flashsim" in rep["replay"]["host"]
+    assert not rep["differences"] and not rep["shrunk"] and rep["programs"] == 12
+    for w, st in rep["stats"].items():
+        assert st["equal"] == st["compared"] > 0 and st["build_differs"] == 0
+        assert st["compared"] + st["refused"] + st["interp_errors"] == meta["stats"][w]["recorded"]
+    assert "a replay of its record" in (replayed / "fuzz_report.md").read_text()
+    for name in ("corpus.jsonl.xz", "sample.jsonl.xz", "gpu_only.jsonl.xz", "regressions.json"):
+        assert (replayed / name).is_file(), name
+    corpus = _rows(replayed / "corpus.jsonl.xz")
+    assert sum(len(r["gpu"]) for r in corpus) == sum(st["compared"] for st in rep["stats"].values())
+
+
+@pytest.fixture(scope="module")
+def split(recorded, tmp_path_factory):
+    rec, _ = recorded
+    parts = [tmp_path_factory.mktemp("part0"), tmp_path_factory.mktemp("part1")]
+    assert _run("--replay", rec, "--out", parts[0], "--workers", 2, "--chunks", "0:1") == 0
+    assert _run("--replay", rec, "--out", parts[1], "--workers", 2, "--chunks", "1:") == 0
+    return parts
+
+
+def test_split_replays_merge_into_the_whole(replayed, split, tmp_path):
+    assert _report(split[0])["replay"]["chunks"] == [[0, 1]] and _report(split[1])["replay"]["chunks"] == [[1, 3]]
+    assert _run("--merge", split[1], split[0], "--out", tmp_path / "m") == 0
+    whole, merged = _report(replayed), _report(tmp_path / "m")
+    for key in ("programs", "chunks_done", "stats", "forms", "refusals", "error_counts", "differences", "errors"):
+        assert merged[key] == whole[key], key
+    assert merged["replay"]["chunks"] == [[0, 3]] and merged["provenance"] == whole["provenance"]
+    assert merged["replay"]["merged_from"] == [str(split[0]), str(split[1])]
+    for name in ("corpus.jsonl.xz", "sample.jsonl.xz", "gpu_only.jsonl.xz"):
+        assert _rows(tmp_path / "m" / name) == _rows(replayed / name), name
+    # a chunk in two reports is refused
+    with pytest.raises(ValueError, match="chunk 0 is also in"):
+        from flashsim.gpu import fuzz as gf
+        gf.merge([split[0], split[0]], tmp_path / "m2", log=lambda *_: None)
+
+
+def test_a_tampered_record_gives_one_difference_and_a_build_that_differs(recorded, split, tmp_path):
+    from flashsim.gpu import fuzz as gf
+
+    rec, _ = recorded
+    part = _report(split[1])  # chunks 1 and 2, untampered
+    corpus = _rows(split[1] / "corpus.jsonl.xz")
+    (chunk, i, which), = [(r["chunk"], r["i"], w) for r in corpus if r["chunk"] == 1 for w in r["gpu"]][:1]
+    other = BUILDS[-1]
+    rows = _rows(rec / "record.jsonl.xz")
+    rows[chunk]["builds"][which]["gpu"][i] = "0" * 32
+    rows[2]["builds"][other]["sha256"] = "f" * 64
+    (tmp_path / "rec").mkdir()
+    (tmp_path / "rec" / "record_meta.json").write_text((rec / "record_meta.json").read_text())
+    with lzma.open(tmp_path / "rec" / "record.jsonl.xz", "wt") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in rows)
+    logs = []
+    rep = gf.replay(tmp_path / "rec", chunks=(1, None), workers=2, log=logs.append)
+    assert [(d["chunk"], d["i"], d["build"]) for d in rep["differences"]] == [(chunk, i, which)]
+    assert rep["differences"][0]["first"]["gpu"] == "0" * 32
+    assert any(f"DIFFERENCE chunk {chunk} program {i} ({which})" in m for m in logs), logs
+    assert [(d["chunk"], d["build"]) for d in rep["replay"]["build_differs"]] == [(2, other)]
+    assert any(f"BUILD DIFFERS chunk 2 ({other})" in m for m in logs), logs
+    st, was = rep["stats"][other], part["stats"][other]
+    chunk2 = sum(1 for r in corpus if r["chunk"] == 2 and other in r["gpu"])
+    assert st["build_differs"] == 4 and st["compared"] == was["compared"] - chunk2
+    assert rep["stats"][which]["equal"] == part["stats"][which]["equal"] - 1 - (chunk2 if which == other else 0)
+
+
+def test_a_record_cut_short_keeps_its_whole_streams(tmp_path):
+    from flashsim.gpu import fuzz as gf
+
+    (tmp_path / "record_meta.json").write_text(json.dumps({"record": 1, "chunks_done": 2}))
+    with lzma.open(tmp_path / "record.jsonl.xz", "wt") as fh:
+        fh.write(json.dumps({"chunk": 0, "builds": {}}) + "\n")
+    first = (tmp_path / "record.jsonl.xz").stat().st_size
+    with lzma.open(tmp_path / "record.jsonl.xz", "at") as fh:  # the next rows: one more xz stream
+        fh.write(json.dumps({"chunk": 1, "builds": {}}) + "\n" + json.dumps({"chunk": 2, "builds": {}}) + "\n")
+    data = (tmp_path / "record.jsonl.xz").read_bytes()
+    assert sorted(gf.read_record(tmp_path)[1]) == [0, 1, 2]
+    (tmp_path / "record.jsonl.xz").write_bytes(data[:first + 16])  # killed while writing the second stream
+    assert sorted(gf.read_record(tmp_path)[1]) == [0]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--record", "--replay", "{rec}"], ["--replay", "not allowed with", "--record"]),
+    (["--replay", "{tmp}"], ["--replay", "record.jsonl.xz"]),
+    (["--replay", "{rec}", "--chunks", "1-2"], ["--chunks", "'1-2'"]),
+    (["--replay", "{rec}", "--chunks", "2:1"], ["--chunks", "A < B"]),
+    (["--replay", "{rec}", "--chunks", "5:9"], ["--chunks", "no chunk", "0:3"]),
+    (["--replay", "{rec}", "--seed", "3"], ["--seed", "--replay"]),
+    (["--replay", "{rec}", "--builds", "clang"], ["--builds", "clang"]),
+    (["--chunks", "0:1"], ["--chunks", "a campaign"]),
+    (["--record", "--shrink-seconds", "5"], ["--shrink-seconds", "--record"]),
+    (["--merge", "{tmp}"], ["--merge", "fuzz_report.json"]),
+    (["--merge", "{rec}", "--workers", "2"], ["--workers", "--merge"]),
+])
+def test_the_cli_refuses_bad_combinations(recorded, tmp_path, capsys, argv, words):
+    rec, _ = recorded
+    argv = [a.format(rec=rec, tmp=tmp_path) for a in argv] + ["--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as e:
+        _run(*argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert all(w in err for w in words), err
+    assert not (tmp_path / "out").exists()
+
+
 # ---------------------------------------------------------------------------------------------- the H100
 def _campaigns():
     return sorted(p for p in TRACES.glob("*/fuzz_report.json"))
@@ -277,6 +440,22 @@ def test_a_fresh_campaign_on_the_gpu(tmp_path):
     assert not rep["errors"], (seed, rep["errors"][:1])
 
 
+@pytest.mark.gpu
+def test_a_gpu_record_replays_without_a_difference(tmp_path):
+    import os
+    import time
+
+    from flashsim.gpu import fuzz as gf
+
+    seed = int(time.time()) % 100_000
+    meta = gf.record(40, seed, tmp_path / "rec", builds=BUILDS, workers=min(4, os.cpu_count() or 1), per=20,
+                     log=lambda *_: None)
+    assert meta["chunks_done"] == 2
+    rep = gf.replay(tmp_path / "rec", workers=min(4, os.cpu_count() or 1), log=lambda *_: None)
+    assert sum(s["compared"] for s in rep["stats"].values()) > 0 and not rep["replay"]["build_differs"]
+    assert not rep["differences"], (seed, rep["differences"][:1])
+
+
 def test_an_indexed_constant_load_faults_only_where_it_executes():
     # found by the fuzzer: lanes that left the loop held unmasked indices, and LDC c[0x3][R] faulted on them
     prog = {"v": 1, "block": 32, "grid": 1, "s": [54, 9], "seed": 13083,
@@ -284,3 +463,22 @@ def test_an_indexed_constant_load_faults_only_where_it_executes():
     (o,) = fz.run_interp(fz.compile_batch([prog], "nvrtc13"))
     assert o.error is None and o.refused is None and o.out is not None
     assert "LDC" in o.forms
+
+
+def test_programs_whose_outputs_the_program_leaves_open_are_told_apart():
+    """Two H200 record rows of campaign seed 4 (generator version 2) that differed from the interpreter in both
+    builds: one leaves the order of atomicMin and atomicAdd on one global word open (shrunk on the H200 to a
+    program where only that word differs), the other's SASS reads the high half of a pointer register (ptxas's
+    PRMT before VIMNMX.U16x2), so its outputs move with the arrays' addresses."""
+    from flashsim.gpu import fuzz as gf
+
+    mixed = gf.chunk_programs(4, 120, version=2)[19]
+    assert "atomicAdd, atomicMin" in fz.order_dependent(mixed)
+    assert fz.order_dependent({**mixed, "v": 3}) is None
+    src = fz.render({**mixed, "v": 3}, "x")
+    assert "atomicMin(&out[gacc + 12u + (" in src and "atomicAdd(&out[gacc + 0u + (" in src
+    moves = gf.chunk_programs(4, 182, version=2)[8]
+    assert fz.order_dependent(moves) is None
+    assert fz.address_dependent(moves, "nvrtc13")
+    assert not fz.address_dependent(gf.chunk_programs(4, 182, version=2)[3], "nvrtc13")
+    assert all(p["v"] == fz.GENERATOR_VERSION for p in gf.chunk_programs(4, 0, per=2))

@@ -12,8 +12,11 @@ votes, ballots, ``__match_*_sync``, ``__reduce_*_sync``, shuffles (every mode an
 tables, indexed and narrow global loads. At the end (or at its early ``return``) every thread writes its
 values to ``out``: the whole state of every lane is compared.
 
-Programs are defined by construction, so any difference is a bug of the interpreter, never of the
-program: every collective's member mask is exactly the set of lanes that execute it (kept by the renderer
+Programs are defined by construction, so a difference is a bug of the interpreter, not of the program, with
+two exceptions the H200 showed, which are told apart and not compared: a generator version 2 program with two
+atomic operations on one global accumulator word (:func:`order_dependent`; version 3 cannot make one), and a
+program whose SASS reads bits of a pointer that the source never asked for (:func:`address_dependent`: its
+outputs change in the interpreter when its arrays move). Every collective's member mask is exactly the set of lanes that execute it (kept by the renderer
 as a ballot taken at each data-dependent branch, or as a constant where the set is known statically);
 shuffles read only lanes of that set (xor/up/down/width forms only where the renderer proves it, otherwise
 a leader broadcast or a lane picked with ``__fns``); shared memory is exchanged between ``__syncwarp``

@@ -48,6 +48,7 @@ import hashlib
 import json
 import lzma
 import multiprocessing as mp
+import os
 import re
 import sys
 import time
@@ -425,8 +426,9 @@ def record(n: int, seed: int, out: Path, *, builds: Sequence[str] = fz.BUILDS, w
     path.unlink(missing_ok=True)
     chunks = (n + per - 1) // per
     stats = {w: {"recorded": 0, "gpu_undefined": 0, "compile_errors": 0} for w in builds}
+    # NVRTC writes the directory it runs in into the cubin's line table: a replay must build from the same one
     meta = {"record": RECORD_VERSION, "seed": seed, "per_chunk": per, "builds": list(builds), "chunks_done": 0,
-            "programs": 0, "stats": stats, "seconds": 0.0, "provenance": provenance or {}}
+            "programs": 0, "stats": stats, "seconds": 0.0, "provenance": provenance or {}, "cwd": os.getcwd()}
     rows: list[str] = []
 
     def flush() -> None:
@@ -721,8 +723,6 @@ def _parse_chunks(text: str) -> tuple[int | None, int | None] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    import os
-
     ap = argparse.ArgumentParser(prog="python -m flashsim.gpu.fuzz", description=__doc__.split("\n\n")[0])
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--record", action="store_true",
@@ -807,6 +807,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if name == "replay":
             host, rec = provenance(), meta.get("provenance", {})
             # what the programs and cubins are made with (the cubins' sha256 decide)
+            if meta.get("cwd", os.getcwd()) != os.getcwd():
+                log(f"the record was built in {meta['cwd']}, this replay runs in {os.getcwd()}: NVRTC writes that "
+                    "directory into each cubin, so every build will differ; run it from there")
             for key in ("generator_version", "nvrtc", "ptxas128"):
                 a, b = (p.get("toolchain", {}).get(key) if key == "nvrtc" else p.get(key) for p in (rec, host))
                 if a is not None and a != b:

@@ -532,7 +532,7 @@ def write_report(out: Path, rows: list[dict], header: list[str], summary: str) -
         plain = r["plain"]["outcome"] if r["plain"] is not None else "-"
         first = sim["findings"][0] if sim["findings"] else None
         ff = (f"{first['kind']} ({first['reason']}) line {','.join(map(str, first['lines'])) or first['line']} "
-              f"warp {first['warp']} lanes {first['lanes']}" if first else "")
+              f"warp={first['warp']} lanes={first['lanes']}" if first else "")
         what = case.what + (f" — {case.note}" if case.note else "") + (" (may hang)" if case.may_hang else "")
         lines.append(f"| {_md(case.name)} | {_md(what)} | {_md(expected_text(case))} | {_md(tsum)} | {_md(plain)} | "
                      f"{_md(flashsim_verdict(sim))} | {_md(r['status'])} | {_yn(cmp['lines_covered'])} | "

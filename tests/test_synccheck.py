@@ -125,13 +125,13 @@ def test_the_findings_name_what_the_gpu_tool_names(module, marks):
     rep, _, _ = launch(module, S.CASE_BY_NAME["two_sites"])
     f = next(f for f in rep.sync_findings if f.reason == sc.R_SITES)
     assert f.access.line == marks["two_sites_second"] and [s.line for s in f.sites] == [marks["two_sites_first"]]
-    assert "warp 0 at pc=0x" in f.message and "two barrier instructions" in f.message
+    assert "warp=0 at pc=0x" in f.message and "two barrier instructions" in f.message
     rep, _, _ = launch(module, S.CASE_BY_NAME["div_warp_32"])
     (f,) = rep.sync_findings
     assert f.arrived == tuple(range(16)) and f.lanes == tuple(range(16, 32))
     assert "the same instruction with their guard false" in f.message and f.access.sass.startswith("@")
     rep, _, _ = launch(module, S.CASE_BY_NAME["syncwarp_not_in_mask"])
-    assert "executed by lanes 0-31: lanes 16-31 not in it" in rep.sync_findings[0].message
+    assert "executed by lanes=0-31: lanes=16-31 not in it" in rep.sync_findings[0].message
 
 
 def test_the_h200_verdicts_recorded_agree_with_flashsim_now(module):

@@ -100,12 +100,12 @@ def ranges(lanes) -> str:
 def _lanes(lanes) -> str:
     """'lane 16' or 'lanes 0-15'."""
     vs = [int(v) for v in lanes]
-    return f"lane {vs[0]}" if len(vs) == 1 else f"lanes {ranges(vs)}"
+    return f"lane={vs[0]}" if len(vs) == 1 else f"lanes={ranges(vs)}"
 
 
 def _warps(ws) -> str:
     ws = sorted(set(int(w) for w in ws))
-    return f"warp {ws[0]}" if len(ws) == 1 else f"warps {ranges(ws)}"
+    return f"warp={ws[0]}" if len(ws) == 1 else f"warps={ranges(ws)}"
 
 
 def _source(program, pc: int):
@@ -241,8 +241,8 @@ class SyncCheck:
                     continue
                 lanes = np.nonzero(gen.at[w] == p)[0]
                 self._add(m, K_BLOCK, R_SITES, a, w, p, lanes,
-                          f"barrier {b} (the whole CTA): {_lanes(lanes)} of warp {w} arrive at this instruction, "
-                          f"warp {first_w} at {m.program.describe(gen.first_pc)}: the barrier completes across two "
+                          f"barrier {b} (the whole CTA): {_lanes(lanes)} of warp={w} arrive at this instruction, "
+                          f"warp={first_w} at {m.program.describe(gen.first_pc)}: the barrier completes across two "
                           "barrier instructions", barrier=b, arrived=lanes, sites=[(gen.first_pc, first_w, first_lane)])
 
     def _missing(self, m, a: int, b: int, gen: _Generation, deadlock: bool) -> None:
@@ -272,13 +272,13 @@ class SyncCheck:
                 what = ("can never complete: they never arrive" if deadlock else
                         "completed without them (the warps that did arrive were counted whole)")
                 self._add(m, kind, reason, a, w, gen.first_pc, np.nonzero(here)[0],
-                          f"barrier {b} (the whole CTA) at {m.program.describe(gen.first_pc)} {what}: warp {w}: "
+                          f"barrier {b} (the whole CTA) at {m.program.describe(gen.first_pc)} {what}: warp={w}: "
                           f"{where}", barrier=b, arrived=arrived,
                           sites=[(gen.first_pc, gen.order[0], first_lane)] + sites if gen.order else sites)
             if out.any():
                 when = "while it waited for them" if self.exited == "during" else "without arriving"
                 self._add(m, kind, R_EXITED, a, w, gen.first_pc, np.nonzero(out)[0],
-                          f"barrier {b} (the whole CTA): {_lanes(np.nonzero(out)[0])} of warp {w} exited {when} "
+                          f"barrier {b} (the whole CTA): {_lanes(np.nonzero(out)[0])} of warp={w} exited {when} "
                           f"({_warps(gen.order)} waited at it)", barrier=b, arrived=arrived,
                           sites=[(gen.first_pc, gen.order[0], first_lane)] if gen.order else ())
             gen.flagged[w] |= here | out

@@ -207,7 +207,7 @@ def mufu(ctx: Ctx):
             (a,) = _bc(ra(m))
             wd(m, f(a), ex)
         return run
-    if fn_name in ("RCP64H", "RSQ64H", "SIN", "COS") and ctx.ops[1].kind == "fimm" and \
+    if fn_name in ("RCP64H", "RSQ64H") and ctx.ops[1].kind == "fimm" and \
             (ctx.ops[1].value & 0x7FFFFFFF) > 0x7F800000:
         # a NaN constant operand (the division slow path's way of making a NaN): the SFU returns the
         # canonical NaN for NaN input, as every measured MUFU function does

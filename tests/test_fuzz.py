@@ -482,3 +482,34 @@ def test_programs_whose_outputs_the_program_leaves_open_are_told_apart():
     assert fz.address_dependent(moves, "nvrtc13")
     assert not fz.address_dependent(gf.chunk_programs(4, 182, version=2)[3], "nvrtc13")
     assert all(p["v"] == fz.GENERATOR_VERSION for p in gf.chunk_programs(4, 0, per=2))
+
+
+def _seed4_regression(build: str) -> dict:
+    regs = json.loads((TRACES / "h200_seed4" / "regressions.json").read_text())
+    return next(r for r in regs if r["build"] == build)
+
+
+@pytest.mark.parametrize("which", BUILDS)
+def test_a_diverged_warp_keeps_its_path_through_straight_line_code(which, monkeypatch):
+    # campaign seed 4, chunk 406, program 16 (shrunk on the H200): on one path ULDC UR4 then FRND R15, UR4,
+    # on the other REDUX.MIN UR4. The other path's lanes run only at control flow, barriers and waits, so
+    # the uniform register holds, under every schedule seed; interrupting the path (as the step rule did
+    # when a lane waited too long) gives 0 where the H200 gives the canonical NaN
+    import flashsim.cuda as fc
+    from flashsim.sass import program as sp
+
+    r = _seed4_regression(which)
+    batch = fz.compile_batch([r["prog"]], which)
+    table, out0, (s0, s1) = fz.inputs(r["prog"])
+
+    def run(**opts):
+        f = fc.RawModule(cubin=batch.cubin).get_function(batch.names[0])
+        d_out = fc.asarray(out0)
+        f((int(r["prog"]["grid"]),), (int(r["prog"]["block"]),), (fc.asarray(table), d_out, np.uint32(s0),
+          np.uint32(s1)), exec_options=fc.ExecOptions(**opts))
+        return [int(x) for x in d_out.get()]
+
+    for opts in ({}, {"schedule_seed": 1}, {"schedule_seed": 2}, {"starve_steps": 1}):
+        assert run(**opts) == r["gpu_out"], opts
+    monkeypatch.setattr(sp, "straight_line", lambda ins: False)  # no path is kept
+    assert run(starve_steps=1) != r["gpu_out"]

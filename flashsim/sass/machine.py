@@ -16,7 +16,11 @@ State (A = CTAs in this batch, W = warps per CTA)::
 Scheduling: the lanes at the lowest PC among runnable lanes execute next, all warps together (warps at
 the same PC run as one vectorised step). Lanes that branch backwards (loops) therefore run before lanes
 waiting further on, and lanes of a warp that took different paths meet again at BSYNC / WARPSYNC, as
-on the device. A runnable lane passed over for ``starve_steps`` steps runs next, so a warp spinning on
+on the device. A warp whose lanes took different paths keeps running one path through straight-line code
+(``Program.straight``: anything but control flow, barriers, waits and yields) before another of its paths
+may run: ptxas lets two paths of a warp share a uniform register on that rule, and the H200's outputs
+show it (campaign seed 4, traces/fuzz/h200_seed4/regressions.json). A runnable lane
+passed over for ``starve_steps`` steps runs next (at the next such point of its warp), so a warp spinning on
 a flag (a consumer polling shared memory) cannot starve the warp that will set it; a lane whose mbarrier
 wait fails parks instead of spinning (flashsim.sass.asyncstate). ``schedule_seed`` picks instead, at
 random among the PCs that have runnable lanes, which one steps next (a different legal interleaving for
@@ -262,6 +266,9 @@ class Machine:
         self.gmma = None  # flashsim.sass.ops_gmma.WgmmaState, made by the first HGMMA / QGMMA
         self.inline = False  # running a collective region's body (run_inline)
         self.excl = None  # (A, W, 32): the group holding each warp after a WARPSYNC.EXCLUSIVE (hold_exclusive)
+        # (A, W, 32): per warp whose last step was straight-line code (Program.straight), the lanes of the
+        # path it ran: that path runs on until it reaches control flow, a barrier or a wait (_pick)
+        self.path = None
 
     def async_state(self):
         """The batch's mbarrier / bulk-copy / register-pool state (created at first use)."""
@@ -313,7 +320,12 @@ class Machine:
                 self._bad_pc(pc, active)
             self.steps += 1
             hits[pc >> 4] += 1
-            nw = self._live_warps if active is None else int(active.any(axis=2).sum())
+            if active is None:
+                nw = self._live_warps
+            else:
+                stepped = active.any(axis=2)
+                nw = int(stepped.sum())
+                self._follow_path(pc, active, stepped)
             self.warp_steps += nw
             whits[pc >> 4] += nw
             if self.steps > budget:
@@ -419,11 +431,31 @@ class Machine:
                 f"{self.program.describe(int(self._excl_pc[a, w]))} without reaching a barrier: where the GPU "
                 "lets the warp's other lanes run again is not modelled")
 
+    def _follow_path(self, pc: int, active: np.ndarray, stepped: np.ndarray) -> None:
+        """Note the path each warp that steps now is on: after straight-line code its next step is that
+        path's (``self.path``); after anything else the warp may switch paths."""
+        if self.program.straight[pc >> 4]:
+            if self.path is None:
+                self.path = np.zeros(self.st.shape, bool)
+            self.path[stepped] = active[stepped]
+        elif self.path is not None:
+            self.path[stepped] = False
+
+    def _path_gate(self, run: np.ndarray) -> np.ndarray:
+        """``run`` cut, in each warp on a path (``self.path``) with lanes still runnable, to that path's lanes:
+        a diverged warp switches paths only at control flow, barriers and waits, as the H200 does."""
+        held = self.path & run
+        on = held.any(axis=2)
+        return np.where(on[..., None], held, run) if on.any() else run
+
     def _pick(self):
         """The next (pc, active lanes), or None when every lane has exited."""
         run = self._warpgroup_gate(self.st == RUN)
         if self.excl is not None:
             run = self._exclusive_gate(run)
+        runnable = run
+        if self.path is not None:
+            run = self._path_gate(run)
         if not run.any():
             if (self.st == EXITED).sum() + (self.st == NONE).sum() == self.st.size:
                 return None
@@ -453,11 +485,12 @@ class Machine:
             active = self.sync.pick_warps(self, active)  # (a warpgroup-collective instruction runs whole)
         if self.excl is not None:
             self._exclusive_count(active)
-        self._waited += run
+        self._waited += runnable  # (a path held off by another's straight-line code waits too)
         self._waited[active] = 0
         if active.sum() == (self.st != NONE).sum() - (self.st == EXITED).sum():
             # every live lane is here: back to lock-step (warps may have exited while lanes ran apart)
             self.together = True
+            self.path = None
             self.cur = target
             self._live_warps = int(((self.st != EXITED) & (self.st != NONE)).any(axis=2).sum())
             return target, None

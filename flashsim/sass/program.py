@@ -312,6 +312,20 @@ class Ctx:
         return lambda m: np.moveaxis(m.R[base:base + n], 0, -1)
 
 
+#: control-family opcodes that neither move a lane's PC nor make it wait
+_STRAIGHT_CONTROL = frozenset({"NOP", "PMTRIG", "B2R", "BMOV"})
+
+
+def straight_line(ins: Instr) -> bool:
+    """Whether ``ins`` is straight-line code: not control flow, a barrier, a wait or a yield (the semantic
+    families "control" and "sync"). A diverged warp runs one path through such instructions before another
+    of its paths: ptxas can give two paths one uniform register (``ULDC UR4`` then ``FRND R15, UR4`` on one,
+    ``REDUX.MIN UR4`` on the other), and the H200's outputs are those of that rule (the differential
+    fuzzer, campaign seed 4)."""
+    entry = SEMANTICS.get(ins.opcode)
+    return entry is None or entry[1] not in ("control", "sync") or ins.opcode in _STRAIGHT_CONTROL
+
+
 class Program:
     """One kernel's instructions and their compiled closures (``compiled``: pc -> fn(m, active))."""
 
@@ -337,6 +351,11 @@ class Program:
 
         for ins in instructions:
             self.compiled[ins.pc] = self._compile(ins)
+        # per PC: whether the instruction is straight-line (not control flow, a barrier, a wait or a yield):
+        # a warp that ran it on one of its paths runs that path's next instruction too (Machine._pick)
+        self.straight = np.zeros_like(self.hits, bool)
+        for ins in instructions:
+            self.straight[ins.pc >> 4] = straight_line(ins)
 
     def __reduce__(self):
         # the closures do not pickle: a worker process compiles the instructions again (counters start at 0)

@@ -666,8 +666,12 @@ def write_report(report: dict, out: Path) -> None:
         for d in report["differences"][:50]:
             f = d["first"]
             lines += [f"### {d['build']}: chunk {d['chunk']} program {d['i']}: GPU {f['gpu']}, interpreter "
-                      f"{f['interp']} ({f['where']})", "", "```cuda",
-                      fz.render(d["prog"]), "```", ""]
+                      f"{f['interp']} ({f['where']})", ""]
+            if d.get("fixed_by"):
+                lines += [f"Fixed since: {d['fixed_by']}", ""]
+            elif d.get("open"):
+                lines += [f"Open: {d['open']}", ""]
+            lines += ["```cuda", fz.render(d["prog"]), "```", ""]
         if not report["differences"]:
             lines.append("none")
     else:

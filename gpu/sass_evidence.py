@@ -155,14 +155,14 @@ def compilers(traces: Path = COMPILER_TRACES) -> dict[str, dict]:
 
 
 def fuzz(traces: Path = COMPILER_TRACES) -> tuple[dict[str, int], str]:
-    """The differential fuzzer's H200 campaigns (traces/fuzz/*/fuzz_report.json): {form: compared programs
+    """The differential fuzzer's H200 campaigns (traces/fuzz/**/fuzz_report.json): {form: compared programs
     (summed over builds and campaigns) that executed it, bit-identical to the GPU}, and where and when."""
     counts: dict[str, int] = {}
     where, total = set(), 0
-    for path in sorted((traces / "fuzz").glob("*/fuzz_report.json")):
+    for path in sorted((traces / "fuzz").rglob("fuzz_report.json")):  # a campaign, or the replays of its record
         rep = json.loads(path.read_text())
-        if rep["differences"]:
-            continue  # a campaign with a difference credits nothing
+        if any(not d.get("fixed_by") for d in rep["differences"]):
+            continue  # a report with a difference not fixed credits nothing
         for form, r in rep["forms"].items():
             counts[form] = counts.get(form, 0) + int(r["programs"])
         prov = rep.get("provenance", {})

@@ -773,9 +773,13 @@ def p2r(ctx: Ctx):
 @semantic("R2P", family="int")
 def r2p(ctx: Ctx):
     # R2P PR, a, mask: Pi = bit i of a, for each bit i set in mask (the inverse of P2R)
+    # R2P PR, a.B1, mask (a byte selector on a, .B1 .. .B3): the bits of that byte (bit 8k + i for Pi)
     ops = ctx.ops
     ctx.need(not (ctx.mods & {"B1", "B2", "B3"}) and len(ops) == 3 and ops[0].name == "PR" and ops[2].kind == "imm",
              f"{ctx.ins.name} form")
+    sel = set(ops[1].suffix)
+    ctx.need(sel <= {"B1", "B2", "B3"} and len(sel) <= 1, f"operand {ops[1].text} of {ctx.ins.name}")
+    shift = 8 * int(next(iter(sel))[1]) if sel else 0
     mask = ops[2].value & 0x7F
     ra = ctx.u32(1)
     bits = [i for i in range(7) if (mask >> i) & 1]
@@ -783,7 +787,7 @@ def r2p(ctx: Ctx):
     def run(m, ex):
         a = np.broadcast_to(np.asarray(ra(m), np.uint32), m.st.shape)
         for i in bits:
-            v = ((a >> np.uint32(i)) & np.uint32(1)) != 0
+            v = ((a >> np.uint32(shift + i)) & np.uint32(1)) != 0
             if ex is None:
                 m.P[i][...] = v
             else:

@@ -55,13 +55,30 @@ def _row_writer(kind: str, idx: int):
     return w
 
 
+class _Watched:
+    """An operand as a semantic sees it (``Ctx.ops``): every field of the Operand, and a note when its
+    ``suffix`` is read, so that an operand selector no semantic looked at is refused (Program._compile)
+    rather than read as the plain register (``R2P PR, R0.B1``: the differential fuzzer, seed 6)."""
+
+    __slots__ = ("_op", "_seen", "_i")
+
+    def __init__(self, op: Operand, seen: set, i: int):
+        self._op, self._seen, self._i = op, seen, i
+
+    def __getattr__(self, name):
+        if name == "suffix":
+            self._seen.add(self._i)
+        return getattr(self._op, name)
+
+
 class Ctx:
     """Compile-time view of one instruction: operand readers/writers for its semantic."""
 
     def __init__(self, ins: Instr, program: "Program"):
         self.ins = ins
         self.program = program
-        self.ops = ins.operands
+        self.suffix_read: set[int] = set()  # the operands whose suffix the semantic read
+        self.ops = tuple(_Watched(op, self.suffix_read, i) for i, op in enumerate(ins.operands))
         self.mods = set(ins.mods)
         # the uniform datapath (U* opcodes, and S2UR / R2UR / VOTEU, which write uniform registers)
         self.uniform = ins.opcode.startswith("U") or ins.opcode in ("S2UR", "R2UR", "VOTEU")
@@ -416,6 +433,11 @@ class Program:
             run = factory(ctx)
         except NotImplementedError as exc:
             return _raiser(exc)
+        unread = [op.text for i, op in enumerate(ins.operands) if op.suffix and i not in ctx.suffix_read]
+        if unread:
+            return _raiser(NotImplementedError(
+                f"the operand selector{'s' if len(unread) > 1 else ''} {', '.join(unread)} of {ins.name} "
+                f"{'are' if len(unread) > 1 else 'is'} not modelled: {ins.where()}"))
         return _guarded(ctx, ins, run)
 
 

@@ -540,11 +540,11 @@ def _seed4_regression(build: str) -> dict:
 
 
 @pytest.mark.parametrize("which", BUILDS)
-def test_a_diverged_warp_keeps_its_path_through_straight_line_code(which, monkeypatch):
+def test_a_diverged_warp_runs_one_path_until_it_waits(which, monkeypatch):
     # campaign seed 4, chunk 406, program 16 (shrunk on the H200): on one path ULDC UR4 then FRND R15, UR4,
-    # on the other REDUX.MIN UR4. The other path's lanes run only at control flow, barriers and waits, so
-    # the uniform register holds, under every schedule seed; interrupting the path (as the step rule did
-    # when a lane waited too long) gives 0 where the H200 gives the canonical NaN
+    # on the other REDUX.MIN UR4. A path runs on until its lanes wait, exit or yield, so the uniform
+    # register holds, under every schedule seed; switching paths in between (as the scheduler did when a
+    # lane waited too long) gives 0 where the H200 gives the canonical NaN
     import flashsim.cuda as fc
     from flashsim.sass import program as sp
 
@@ -561,5 +561,5 @@ def test_a_diverged_warp_keeps_its_path_through_straight_line_code(which, monkey
 
     for opts in ({}, {"schedule_seed": 1}, {"schedule_seed": 2}, {"starve_steps": 1}):
         assert run(**opts) == r["gpu_out"], opts
-    monkeypatch.setattr(sp, "straight_line", lambda ins: False)  # no path is kept
+    monkeypatch.setattr(sp, "straight_line", lambda ins: False)  # a switch allowed after every instruction
     assert run(starve_steps=1) != r["gpu_out"]

@@ -87,16 +87,18 @@ def shfl_sync(mode: str, a: Any, b: Any, c: Any, membermask: Any = FULL_MASK, *,
     outside = act & ~in_mask
     if outside.any():
         c_, w_, l_ = (int(v) for v in np.argwhere(outside)[0])
-        raise UndefinedResult(f"shfl.sync.{mode}: {location(cta=c_, warp=w_, lane=l_)} executes it but is not in "
-                              f"membermask {int(mm[c_, w_]):#010x}: the PTX ISA leaves the behaviour undefined")
+        detail = f"executes it but is not in membermask {int(mm[c_, w_]):#010x}: the PTX ISA leaves the behaviour undefined"
+        raise UndefinedResult(f"shfl.sync.{mode}: {location(cta=c_, warp=w_, lane=l_)} {detail}",
+                              what=f"shfl.sync.{mode}", cta=c_, warp=w_, lane=l_, detail=detail)
     src_ok = np.take_along_axis(act & in_mask, j, axis=-1)
     bad = act & ~src_ok
     if bad.any():
         c_, w_, l_ = (int(v) for v in np.argwhere(bad)[0])
         src = int(j[c_, w_, l_])
-        raise UndefinedResult(f"shfl.sync.{mode}: {location(cta=c_, warp=w_, lane=l_)} reads source lane={src}, "
-                              f"which is inactive or not in membermask {int(mm[c_, w_]):#010x}: d is undefined "
-                              "(PTX ISA)")
+        detail = (f"reads source lane={src}, which is inactive or not in membermask {int(mm[c_, w_]):#010x}: d is "
+                  "undefined (PTX ISA)")
+        raise UndefinedResult(f"shfl.sync.{mode}: {location(cta=c_, warp=w_, lane=l_)} {detail}",
+                              what=f"shfl.sync.{mode}", cta=c_, warp=w_, lane=l_, detail=detail)
     d = np.where(act, np.take_along_axis(av, j, axis=-1), np.uint32(0)).astype(np.uint32)
     p = act & pval
     op = f"shfl.sync.{mode}.b32"

@@ -21,7 +21,14 @@ FULL_MASK = 0xFFFFFFFF
 
 class UndefinedResult(FlashsimError):
     """The PTX ISA leaves the result undefined (e.g. shfl.sync reading a lane outside membermask):
-    flashsim refuses to pick a value."""
+    flashsim refuses to pick a value. ``what`` (the operation), ``cta``/``warp``/``lane`` (the first lane at
+    fault, cta counted in the arrays given) and ``detail`` let the SASS interpreter restate it with the
+    grid's CTA index, the PC, its SASS and source line (``located``)."""
+
+    def __init__(self, message: str, *, what: str | None = None, cta: int | None = None, warp: int | None = None,
+                 lane: int | None = None, detail: str = "", located: bool = False):
+        super().__init__(message)
+        self.what, self.cta, self.warp, self.lane, self.detail, self.located = what, cta, warp, lane, detail, located
 
 
 class Summary:

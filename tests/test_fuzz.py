@@ -540,11 +540,11 @@ def _seed4_regression(build: str) -> dict:
 
 
 @pytest.mark.parametrize("which", BUILDS)
-def test_a_diverged_warp_runs_one_path_until_it_waits(which, monkeypatch):
+def test_a_diverged_warp_keeps_its_path_through_straight_line_code(which, monkeypatch):
     # campaign seed 4, chunk 406, program 16 (shrunk on the H200): on one path ULDC UR4 then FRND R15, UR4,
-    # on the other REDUX.MIN UR4. A path runs on until its lanes wait, exit or yield, so the uniform
-    # register holds, under every schedule seed; switching paths in between (as the scheduler did when a
-    # lane waited too long) gives 0 where the H200 gives the canonical NaN
+    # on the other REDUX.MIN UR4. Another path of the warp runs only after control flow, a barrier or a wait,
+    # so the uniform register holds, under every schedule seed; switching paths in between (as the scheduler
+    # did when a lane waited too long) gives 0 where the H200 gives the canonical NaN
     import flashsim.cuda as fc
     from flashsim.sass import program as sp
 

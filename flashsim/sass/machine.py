@@ -14,13 +14,13 @@ State (A = CTAs in this batch, W = warps per CTA)::
                                  flashsim.sass.asyncstate, created at the first Hopper synchronisation)
 
 Scheduling: the lanes at the lowest PC among runnable lanes execute next, all warps together (warps at
-the same PC run as one vectorised step). Within a warp whose lanes took different paths, one path runs
-through straight-line code (``Program.straight``: anything but control flow, barriers, waits and
-yields); at those points the warp runs next its lanes at the highest PC (a branch's target before its
-fall-through, lanes that left a loop before those still in it), and lanes of a warp that took different
-paths meet again at BSYNC / WARPSYNC. ptxas lets two paths of a warp share a uniform register on that
-rule, and the H200's outputs are those of it (the differential fuzzer, traces/fuzz). A runnable lane
-passed over for ``starve_steps`` steps runs next (once its warp may switch paths), so a warp spinning on
+the same PC run as one vectorised step). Lanes that branch backwards (loops) therefore run before lanes
+waiting further on, and lanes of a warp that took different paths meet again at BSYNC / WARPSYNC, as
+on the device. A warp whose lanes took different paths keeps running one path through straight-line code
+(``Program.straight``: anything but control flow, barriers, waits and yields) before another of its paths
+may run: ptxas lets two paths of a warp share a uniform register on that rule, and the H200's outputs
+show it (campaign seed 4, traces/fuzz/h200_seed4/regressions.json). A runnable lane
+passed over for ``starve_steps`` steps runs next (at the next such point of its warp), so a warp spinning on
 a flag (a consumer polling shared memory) cannot starve the warp that will set it; a lane whose mbarrier
 wait fails parks instead of spinning (flashsim.sass.asyncstate). ``schedule_seed`` picks instead, at
 random among the PCs that have runnable lanes, which one steps next (a different legal interleaving for
@@ -449,17 +449,12 @@ class Machine:
         elif self.path is not None:
             self.path[stepped] = False
 
-    def _path_gate(self, run: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``run`` cut to one path per warp: in a warp on a path (``self.path``) with lanes still runnable,
-        that path's lanes; in any other warp, its lanes at the highest PC (a branch's target before its
-        fall-through, the lanes that left a loop before those still in it). Also returns the warps that were
-        free to switch paths, (A, W) bools."""
-        top = run & (self.pc == np.where(run, self.pc, -1).max(axis=2)[..., None])
-        if self.path is None:
-            return top, np.ones(run.shape[:2], bool)
+    def _path_gate(self, run: np.ndarray) -> np.ndarray:
+        """``run`` cut, in each warp on a path (``self.path``) with lanes still runnable, to that path's lanes:
+        a diverged warp switches paths only at control flow, barriers and waits, as the H200 does."""
         held = self.path & run
         on = held.any(axis=2)
-        return np.where(on[..., None], held, top), ~on
+        return np.where(on[..., None], held, run) if on.any() else run
 
     def _pick(self):
         """The next (pc, active lanes), or None when every lane has exited."""
@@ -467,7 +462,8 @@ class Machine:
         if self.excl is not None:
             run = self._exclusive_gate(run)
         runnable = run
-        run, free = self._path_gate(run)
+        if self.path is not None:
+            run = self._path_gate(run)
         if not run.any():
             if (self.st == EXITED).sum() + (self.st == NONE).sum() == self.st.size:
                 return None
@@ -480,14 +476,13 @@ class Machine:
         pcs = np.where(pick, self.pc, _BIG)
         if self._waited is None:
             self._waited = np.zeros(self.st.shape, np.int64)
-        # (a lane of another path of its warp takes over only where its warp may switch paths)
-        starved = np.where(runnable & free[..., None], self._waited, -1)
+        starved = np.where(run, self._waited, -1)
         worst = int(starved.max())
         if worst > self.options.starve_steps:
             # forward progress: a lane passed over this long (other lanes spinning in a loop at lower
             # PCs, waiting for it) runs next, as the device's scheduler guarantees eventually
             target = int(self.pc.reshape(-1)[int(np.argmax(starved))])
-            pick = runnable & free[..., None]
+            pick = run
         elif self._rng is None:
             target = int(pcs.min())
         else:

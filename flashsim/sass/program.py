@@ -335,12 +335,10 @@ _STRAIGHT_CONTROL = frozenset({"NOP", "PMTRIG", "B2R", "BMOV"})
 
 def straight_line(ins: Instr) -> bool:
     """Whether ``ins`` is straight-line code: not control flow, a barrier, a wait or a yield (the semantic
-    families "control" and "sync"). A diverged warp runs one path through such instructions before it may
-    switch; at the other instructions it runs next its lanes at the highest PC (Machine._path_gate). ptxas
-    gives two paths of a warp one uniform register on that rule (``ULDC UR4`` then ``FRND R15, UR4`` on one,
-    ``REDUX.MIN UR4`` on the other; ``UMOV UR4, URZ``, a branch every lane of the path takes, then a read of
-    UR4 on one, ``R2UR UR4`` on the other), and the H200's outputs are those of it (the differential fuzzer,
-    campaigns seed 4 and 6)."""
+    families "control" and "sync"). A diverged warp runs one path through such instructions before another
+    of its paths: ptxas can give two paths one uniform register (``ULDC UR4`` then ``FRND R15, UR4`` on one,
+    ``REDUX.MIN UR4`` on the other), and the H200's outputs are those of that rule (the differential
+    fuzzer, campaign seed 4)."""
     entry = SEMANTICS.get(ins.opcode)
     return entry is None or entry[1] not in ("control", "sync") or ins.opcode in _STRAIGHT_CONTROL
 

@@ -866,3 +866,25 @@ def test_a_spin_on_a_flag_nothing_writes_is_reported_within_seconds():
     n = 60_000  # some 300,000 steps: the detector looks several times
     mod.get_function("count")((1,), (1,), (x, np.int32(n)))
     assert int(x.get()[0]) == sum(range(n)) - 2**32 * (sum(range(n)) >= 2**31)
+
+
+UNDEFINED_SHFL = r"""
+extern "C" __global__ void read_outside(unsigned* out) {
+  unsigned v = threadIdx.x;
+  if (blockIdx.x == 3 && threadIdx.x < 16)
+    v = __shfl_sync(0x0000ffffu, v, 20);  // lane 20 is not in the mask
+  out[blockIdx.x * 32 + threadIdx.x] = v;
+}
+"""
+
+
+def test_an_undefined_shuffle_names_the_grid_cta_the_pc_and_the_line():
+    from flashsim.warp import UndefinedResult
+
+    f = fc.RawModule(code=UNDEFINED_SHFL).get_function("read_outside")
+    out = fc.zeros((4 * 32,), np.uint32)
+    with pytest.raises(UndefinedResult) as e:  # batches of 2 CTAs: CTA 3 is the second of its batch
+        f((4,), (32,), (out,), exec_options=fc.ExecOptions(ctas_per_batch=2))
+    msg = str(e.value)
+    assert "cta=3 warp=0 lane=0 reads source lane=20" in msg, msg
+    assert "pc=0x" in msg and "SHFL.IDX" in msg and "kernel.cu:5" in msg, msg

@@ -563,3 +563,30 @@ def test_a_diverged_warp_keeps_its_path_through_straight_line_code(which, monkey
         assert run(**opts) == r["gpu_out"], opts
     monkeypatch.setattr(sp, "straight_line", lambda ins: False)  # a switch allowed after every instruction
     assert run(starve_steps=1) != r["gpu_out"]
+
+
+def test_an_operand_selector_no_semantic_reads_is_refused(monkeypatch):
+    # seed 6, chunk 253, program 18: R2P PR, R0.B1, 0x11. A semantic that ignores the byte selector (R2P as it
+    # was) is refused with the instruction's PC, SASS and line, instead of reading the plain register
+    from flashsim.gpu import fuzz as gf
+    from flashsim.sass import opcodes  # noqa: F401  (registers every semantic)
+    from flashsim.sass import program as sp
+    from flashsim.sass.machine import lanes_of
+
+    family = sp.SEMANTICS["R2P"][1]
+
+    def r2p_without_selector(ctx):
+        ops = ctx.ops
+        mask, ra = ops[2].value & 0x7F, ctx.u32(1)
+
+        def run(m, ex):
+            a = np.broadcast_to(np.asarray(ra(m), np.uint32), m.st.shape)
+            for i in range(7):
+                if (mask >> i) & 1:
+                    np.copyto(m.P[i], ((a >> np.uint32(i)) & np.uint32(1)) != 0, where=lanes_of(m, ex))
+        return run
+
+    monkeypatch.setitem(sp.SEMANTICS, "R2P", (r2p_without_selector, family))
+    (o,) = fz.run_interp(fz.compile_batch([gf.chunk_programs(6, 253)[18]], "nvrtc13"))
+    assert o.out is None and o.refused, o.error
+    assert "the operand selector R0.B1 of R2P is not modelled" in o.refused and "pc=0x" in o.refused, o.refused

@@ -451,7 +451,7 @@ class Machine:
 
     def _path_gate(self, run: np.ndarray) -> np.ndarray:
         """``run`` cut, in each warp on a path (``self.path``) with lanes still runnable, to that path's lanes:
-        a diverged warp switches paths only at control flow, barriers and waits, as the H200 does."""
+        a diverged warp switches paths only at control flow, barriers and waits (Program.straight)."""
         held = self.path & run
         on = held.any(axis=2)
         return np.where(on[..., None], held, run) if on.any() else run

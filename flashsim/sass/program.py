@@ -366,12 +366,11 @@ class Program:
         self.warp_hits = np.zeros_like(self.hits)
         from flashsim.sass import opcodes  # noqa: F401  (registers every semantic)
 
-        for ins in instructions:
-            self.compiled[ins.pc] = self._compile(ins)
         # per PC: whether the instruction is straight-line (not control flow, a barrier, a wait or a yield):
         # a warp that ran it on one of its paths runs that path's next instruction too (Machine._pick)
         self.straight = np.zeros_like(self.hits, bool)
         for ins in instructions:
+            self.compiled[ins.pc] = self._compile(ins)
             self.straight[ins.pc >> 4] = straight_line(ins)
 
     def __reduce__(self):

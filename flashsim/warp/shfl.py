@@ -87,7 +87,8 @@ def shfl_sync(mode: str, a: Any, b: Any, c: Any, membermask: Any = FULL_MASK, *,
     outside = act & ~in_mask
     if outside.any():
         c_, w_, l_ = (int(v) for v in np.argwhere(outside)[0])
-        detail = f"executes it but is not in membermask {int(mm[c_, w_]):#010x}: the PTX ISA leaves the behaviour undefined"
+        detail = (f"executes it but is not in membermask {int(mm[c_, w_]):#010x}: the PTX ISA leaves the behaviour "
+                  "undefined")
         raise UndefinedResult(f"shfl.sync.{mode}: {location(cta=c_, warp=w_, lane=l_)} {detail}",
                               what=f"shfl.sync.{mode}", cta=c_, warp=w_, lane=l_, detail=detail)
     src_ok = np.take_along_axis(act & in_mask, j, axis=-1)

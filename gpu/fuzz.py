@@ -428,7 +428,9 @@ def record(n: int, seed: int, out: Path, *, builds: Sequence[str] = fz.BUILDS, w
     stats = {w: {"recorded": 0, "gpu_undefined": 0, "compile_errors": 0} for w in builds}
     # NVRTC writes the directory it runs in into the cubin's line table: a replay must build from the same one
     meta = {"record": RECORD_VERSION, "seed": seed, "per_chunk": per, "builds": list(builds), "chunks_done": 0,
-            "programs": 0, "stats": stats, "seconds": 0.0, "provenance": provenance or {}, "cwd": os.getcwd()}
+            "programs": 0, "stats": stats, "seconds": 0.0, "cwd": os.getcwd(),
+            # the programs are drawn by this generator (a replay draws them again with it; without it, 2)
+            "provenance": {"generator_version": fz.GENERATOR_VERSION, **(provenance or {})}}
     rows: list[str] = []
 
     def flush() -> None:

@@ -39,7 +39,8 @@ CORE = {"flashsim.numerics", "flashsim.layout", "flashsim.warp", "flashsim.smem"
         "flashsim.attention", "flashsim.kernels", "flashsim.trace", "flashsim.sass", "flashsim.cuda",
         "flashsim.viz", "flashsim.cluster", "flashsim.golden", "flashsim.validation"}
 FRONT = {"flashsim", "flashsim.api", "flashsim.check", "flashsim.run", "flashsim.session", "flashsim.testing",
-         "flashsim.locate", "flashsim.strategies", "flashsim.triton", "flashsim.numba", "flashsim.fuzz"}
+         "flashsim.locate", "flashsim.strategies", "flashsim.triton", "flashsim.numba", "flashsim.fuzz",
+         "flashsim.divergence"}
 GPU = {"flashsim.gpu"}
 ENTRY = {"flashsim.cli", "flashsim.__main__", "flashsim.pytest_plugin"}
 LAYERS = {"base": BASE, "core": CORE, "front": FRONT, "gpu": GPU, "entry": ENTRY}

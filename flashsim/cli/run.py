@@ -87,7 +87,8 @@ def add_parser(sub) -> None:
                    help="do not report barrier misuse (divergent __syncthreads, bar.sync counts, __syncwarp masks)")
     p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--schedule-seed", type=non_negative_int, default=None, metavar="N",
-                   help="run another legal interleaving of the warps (default: lowest PC first)")
+                   help="run another legal interleaving of the warps (default: in each warp its smallest path "
+                        "first, then the lowest PC)")
     p.add_argument("--ctas-per-batch", type=positive_int, default=None, metavar="N",
                    help="CTAs simulated together (default 256, and with --workers/--scheduler at most a quarter of "
                         "the CTAs per worker; memory grows with it; the same N gives the same bits anywhere)")
@@ -244,8 +245,8 @@ def cmd_run(args) -> int:
         for p, a in zip(sorted(fn.info.params, key=lambda p: p.ordinal), values):
             print(f"  #{p.ordinal} {a.spec.describe()}" + (f"  ({a.spec.nbytes} bytes at {a.device.data.ptr:#x})"
                                                            if a.spec.is_array else ""))
-        print(f"  inputs: numpy.random.default_rng({args.seed}); schedule: "
-              f"{'lowest PC first' if args.schedule_seed is None else f'seed {args.schedule_seed}'}")
+        order = "smallest path, then lowest PC, first" if args.schedule_seed is None else f"seed {args.schedule_seed}"
+        print(f"  inputs: numpy.random.default_rng({args.seed}); schedule: {order}")
         if cl is not None:
             print(f"  cluster: batches of {per} CTAs (--ctas-per-batch) on {cl.describe()}")
         sys.stdout.flush()  # what was printed comes before the progress lines on stderr

@@ -25,7 +25,7 @@ import numpy as np
 from flashsim.errors import FlashsimError, bad_argument
 from flashsim.sass.binaries import load as load_binary
 from flashsim.sass.cubin import Cubin
-from flashsim.sass.isa import parse_instruction
+from flashsim.sass.isa import encoded_nan_immediates, parse_instruction
 from flashsim.sass.launch import DEFAULT_DYNAMIC_LIMIT, MAX_SMEM_PER_CTA, Launch
 from flashsim.sass.machine import ExecOptions
 from flashsim.sass.program import Program
@@ -165,6 +165,11 @@ class RawModule:
         if fn is None:
             raise bad_argument("name", name, f"no such kernel in the module (kernels: {sorted(self._elf.kernels)})")
         instrs = [parse_instruction(fn.get("start", 0) + 16 * i, rec, files) for i, rec in enumerate(fn["sass-instructions"])]
+        if any(op.kind == "fimm" and "NAN" in op.text for ins in instrs for op in ins.operands):
+            code = self._elf.sections[f".text.{name}"].data()  # a NaN immediate's payload is in the encoding only
+            instrs = [encoded_nan_immediates(ins, int.from_bytes(code[ins.pc:ins.pc + 16], "little"))
+                      if any(op.kind == "fimm" and "NAN" in op.text for op in ins.operands) else ins
+                      for ins in instrs]
         # nvdisasm gives a source line where the line table starts a new row; the instructions after it
         # belong to the same line until the next one
         last = None

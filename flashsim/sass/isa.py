@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -68,12 +68,15 @@ _FLOAT = re.compile(r"^[-+]?(\d+(\.\d*)?([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?)$")
 _CONST = re.compile(r"^c\[(0x[0-9a-fA-F]+)\]\[(.+)\]$")
 _MEM = re.compile(r"^(?:desc\[(UR\d+)\])?\[(.*)\]$")
 _GDESC = re.compile(r"^gdesc\[UR(\d+|Z)\]((?:\.\w+)*)$")
-# nvdisasm prints a NaN immediate without its payload: QNAN as the canonical NaN, SNAN as one signalling NaN.
-# Every float operation that reads an immediate gives the canonical NaN for any NaN input (the payload and
-# the quiet bit are not observable through them), so one pattern per class stands for all.
+# nvdisasm prints a NaN immediate without its payload (QNAN, SNAN): the text stands for a class; the bits are in
+# the encoding, and encoded_nan_immediates reads them there (FSEL R17, R0, -QNAN, P0 selects 0xfffffdd8 on the
+# H200: a select passes a payload through; campaign seed 6). The values below are placeholders until then.
 _SPECIAL_FLOATS = {"+INF": 0x7F800000, "INF": 0x7F800000, "-INF": 0xFF800000, "+QNAN": 0x7FFFFFFF,
                    "QNAN": 0x7FFFFFFF, "-QNAN": 0xFFFFFFFF, "+SNAN": 0x7F800001, "SNAN": 0x7F800001,
                    "-SNAN": 0xFF800001}
+
+
+_NAN_TEXTS = frozenset(k for k in _SPECIAL_FLOATS if "NAN" in k)
 
 
 _SPECIAL_F64 = {"+INF": 0x7FF0000000000000, "INF": 0x7FF0000000000000, "-INF": 0xFFF0000000000000}
@@ -250,6 +253,31 @@ class Instr:
 #: texture and surface instructions: not modelled, so their operands (``1D``, ``ARRAY_2D``, ...) are kept as text
 #: only, and the instruction refuses when it runs (a kernel with an unexecuted texture path still loads)
 TEXTURE_OPCODES = frozenset({"TEX", "TLD", "TLD4", "TMML", "TXD", "TXQ", "SULD", "SUST", "SURED", "SUATOM", "SUQUERY"})
+
+
+def encoded_nan_immediates(ins: Instr, word: int) -> Instr:
+    """``ins`` with each NaN immediate (nvdisasm prints +QNAN, -SNAN, ... without the payload) holding the f32 bits
+    of its encoding ``word`` (the 128-bit instruction, little-endian): bits 32..63, where sm_90 puts a 32-bit
+    immediate (not the packed-half instructions: ops_half reads their two halves from the text). Bits there that
+    are not a NaN of the printed sign and class leave the operand unknown: the
+    instruction refuses when it runs (``attrs["nan_immediate"]``)."""
+    if ins.opcode.startswith("H"):  # HADD2, HFMA2, ...: two f16 immediates, read from the text (ops_half)
+        return ins
+    ops = list(ins.operands)
+    changed = False
+    for i, op in enumerate(ops):
+        if op.kind != "fimm" or op.text not in _NAN_TEXTS:
+            continue
+        bits = (word >> 32) & 0xFFFFFFFF
+        neg = op.text.startswith("-")
+        quiet = "QNAN" in op.text
+        if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF and bool(bits >> 31) == neg \
+                and bool(bits & 0x400000) == quiet:
+            ops[i] = replace(op, value=bits)
+        else:
+            return replace(ins, attrs={**ins.attrs, "nan_immediate": f"{op.text} (encoding bits 32..63: {bits:#010x})"})
+        changed = True
+    return replace(ins, operands=tuple(ops)) if changed else ins
 
 
 def parse_instruction(pc: int, rec: dict, files: list[str] | None = None) -> Instr:

@@ -13,10 +13,12 @@ State (A = CTAs in this batch, W = warps per CTA)::
                                  PARK (parked on an mbarrier phase or on the register pool: see
                                  flashsim.sass.asyncstate, created at the first Hopper synchronisation)
 
-Scheduling: the lanes at the lowest PC among runnable lanes execute next, all warps together (warps at
-the same PC run as one vectorised step). Lanes that branch backwards (loops) therefore run before lanes
-waiting further on, and lanes of a warp that took different paths meet again at BSYNC / WARPSYNC, as
-on the device. A warp whose lanes took different paths keeps running one path through straight-line code
+Scheduling: in each warp whose runnable lanes are at several PCs (its paths), the path with the fewest lanes
+runs first, the lowest PC among paths of one size (the H200's order: gpu/kernels/probe_paths.cu's logs, with
+every split of 1 to 31 lanes they draw, in two compilers' SASS, traces/paths); among warps, the lowest PC
+steps next, all warps at it together (one vectorised step). Lanes of a warp that took different paths meet
+again at BSYNC / WARPSYNC, as on the device. A warp whose lanes took different paths keeps running one path
+through straight-line code
 (``Program.straight``: anything but control flow, barriers, waits and yields) before another of its paths
 may run: ptxas lets two paths of a warp share a uniform register on that rule, and the H200's outputs
 show it (campaign seed 4, traces/fuzz/h200_seed4/regressions.json). A runnable lane
@@ -259,6 +261,7 @@ class Machine:
             self._pol_delay = np.isin(warps, pol.delay)[None, :, None]
         self._live_warps = int((self.st != NONE).any(axis=2).sum())
         self._waited = None  # per lane: scheduling steps since it last ran (while lanes run apart)
+        self._looped = None  # per warp: its last control step jumped back (see _run)
         self._spin = None  # the spin detector's last look: (registers' digest, memory's, hit counts, PC)
         self._spin_at = None  # the PC it looks again at
         self._gated = None  # lanes held at a warpgroup-collective instruction for their warpgroup (see _pick)
@@ -368,6 +371,13 @@ class Machine:
                     self.pc[active] = pc + 16
             elif nxt == "stop":
                 return
+            if active is not None and not prog.straight[pc >> 4]:
+                # per warp: whether its lanes that stepped branched back (a loop's next trip, a spin; not a
+                # return): only then may a smaller path's wait let a larger one of its warp run (_pick)
+                if self._looped is None:
+                    self._looped = np.zeros((self.A, self.W), bool)
+                back = (active & (self.pc <= pc)).any(axis=2) if prog.branch[pc >> 4] else False
+                self._looped[stepped] = np.broadcast_to(back, stepped.shape)[stepped]
 
     def _warpgroup_gate(self, run: np.ndarray) -> np.ndarray:
         """``run`` without the lanes at a warpgroup-collective instruction (HGMMA / QGMMA: wgmma.mma_async is
@@ -456,6 +466,26 @@ class Machine:
         on = held.any(axis=2)
         return np.where(on[..., None], held, run) if on.any() else run
 
+    def _fewest_gate(self, run: np.ndarray) -> np.ndarray:
+        """``run`` cut, in each warp with runnable lanes at more than one PC, to the lanes at the PC that has
+        the fewest of them (ties: the lowest PC): where 30 lanes fall through a branch and 2 take it, the H200 runs
+        the 2 first; 16 and 16, the fall-through side (traces/paths)."""
+        pcs = np.where(run, self.pc, -1)
+        lo = np.where(run, self.pc, _BIG).min(axis=2)
+        split = (pcs.max(axis=2) != lo) & run.any(axis=2)
+        if not split.any():
+            return run
+        idx = np.nonzero(split)
+        p = pcs[idx]  # (n, 32)
+        r = run[idx]
+        cnt = ((p[:, :, None] == p[:, None, :]) & r[:, None, :]).sum(axis=2)
+        key = np.where(r, cnt.astype(np.int64) * (1 << 40) + p, np.int64(1) << 62)
+        best = key.min(axis=1)
+        keep = (key == best[:, None]) & r
+        out = run.copy()
+        out[idx] = keep
+        return out
+
     def _pick(self):
         """The next (pc, active lanes), or None when every lane has exited."""
         run = self._warpgroup_gate(self.st == RUN)
@@ -464,6 +494,8 @@ class Machine:
         runnable = run
         if self.path is not None:
             run = self._path_gate(run)
+        held = run  # (a lane passed over too long may run before a smaller group of its warp)
+        run = self._fewest_gate(run)
         if not run.any():
             if (self.st == EXITED).sum() + (self.st == NONE).sum() == self.st.size:
                 return None
@@ -476,13 +508,15 @@ class Machine:
         pcs = np.where(pick, self.pc, _BIG)
         if self._waited is None:
             self._waited = np.zeros(self.st.shape, np.int64)
-        starved = np.where(run, self._waited, -1)
+        # a lane another warp's lanes pass over, or (only while its own warp's path loops) a larger path's
+        fair = run if self._looped is None else run | (held & self._looped[..., None])
+        starved = np.where(fair, self._waited, -1)
         worst = int(starved.max())
         if worst > self.options.starve_steps:
-            # forward progress: a lane passed over this long (other lanes spinning in a loop at lower
-            # PCs, waiting for it) runs next, as the device's scheduler guarantees eventually
+            # forward progress: a lane passed over this long (other lanes spinning in a loop, waiting for
+            # it) runs next, as the device's scheduler guarantees eventually
             target = int(self.pc.reshape(-1)[int(np.argmax(starved))])
-            pick = run
+            pick = held
         elif self._rng is None:
             target = int(pcs.min())
         else:

@@ -170,16 +170,26 @@ def bssy(ctx: Ctx):
 
 @semantic("BREAK", family="control")
 def break_(ctx: Ctx):
-    # BREAK Bn[, p]: the lanes (where p holds) leave barrier Bn, so its BSYNC stops waiting for them
+    # BREAK Bn[, p]: the lanes (where p holds) leave barrier Bn, so its BSYNC stops waiting for them, also where
+    # lanes of the warp already wait at a BSYNC Bn (a loop's breaking lanes that got there first: the H200 runs
+    # the smaller group of a divergent branch first, gpu/kernels/probe_paths.cu's paths_break_marks)
     b = ctx.ops[0].index
     cond = ctx.pred(1) if len(ctx.ops) > 1 else None
+    syncs = np.array([i.pc for i in ctx.program.instructions.values()
+                      if i.opcode == "BSYNC" and i.operands and i.operands[0].index == b], np.int64)
 
     @control
     def run(m, ex, active):
         lanes = lanes_of(m, active) if ex is None else ex
         if cond is not None:
             lanes = lanes & cond(m)
-        m.B[b] &= ~lane_bits(lanes)[..., None]
+        bits = lane_bits(lanes)[..., None]
+        m.B[b] &= ~bits
+        if syncs.size:
+            waiting = (m.st == WAIT) & np.isin(m.pc, syncs) & (bits != 0)
+            if waiting.any():
+                m.wait_need[waiting] &= ~np.broadcast_to(bits, waiting.shape)[waiting]
+                m._release_convergence()
         return None
     return run
 

@@ -369,9 +369,12 @@ class Program:
         # per PC: whether the instruction is straight-line (not control flow, a barrier, a wait or a yield):
         # a warp that ran it on one of its paths runs that path's next instruction too (Machine._pick)
         self.straight = np.zeros_like(self.hits, bool)
+        # per PC: whether it is a branch (BRA, BRX, JMP, JMX; not CALL / RET): a branch back is a loop's trip
+        self.branch = np.zeros_like(self.hits, bool)
         for ins in instructions:
             self.compiled[ins.pc] = self._compile(ins)
             self.straight[ins.pc >> 4] = straight_line(ins)
+            self.branch[ins.pc >> 4] = ins.opcode in ("BRA", "BRX", "JMP", "JMX")
 
     def __reduce__(self):
         # the closures do not pickle: a worker process compiles the instructions again (counters start at 0)
@@ -422,6 +425,10 @@ class Program:
             return _raiser(NotImplementedError(
                 f"SASS opcode {ins.name} is not modelled: {ins.where()}"))
         factory, _family = entry
+        if "nan_immediate" in ins.attrs:
+            return _raiser(NotImplementedError(
+                f"SASS {ins.name}: the NaN immediate {ins.attrs['nan_immediate']} is not one of the printed class, "
+                f"so its bits are not known: {ins.where()}"))
         odd = modifiers.unmodelled(ins.opcode, ins.mods)
         if odd:
             return _raiser(NotImplementedError(

@@ -294,6 +294,35 @@ def test_a_spinning_consumer_does_not_starve_its_producer():
         f((1,), (64,), (out,), exec_options=fc.ExecOptions(starve_steps=10**9, max_steps=20_000))
 
 
+INTRA_WARP_SPIN = r"""
+extern "C" __global__ void lane_waits_for_its_warp(int* out, int n) {
+    __shared__ volatile int flag;
+    const int lane = threadIdx.x;
+    if (lane == 0) flag = 0;
+    __syncwarp();
+    if (lane < 2) {
+        while (flag == 0) { }           // the smaller path, first, spins for the larger one of its warp
+        out[lane] = flag;
+    } else {
+        int acc = 0;
+        for (int i = 0; i < n; ++i) acc += lane;  // (a loop: the side is a branch, not predicated code)
+        out[lane] = acc;
+        flag = 7;
+    }
+}
+"""
+
+
+def test_a_small_path_spinning_for_its_warp_lets_the_larger_path_run_at_the_back_edge():
+    f = fc.RawModule(code=INTRA_WARP_SPIN).get_function("lane_waits_for_its_warp")
+    out = fc.zeros((32,), np.int32)
+    f((1,), (32,), (out, np.int32(3)))
+    np.testing.assert_array_equal(out.get(), np.r_[7, 7, 3 * np.arange(2, 32)])
+    # the 2 lanes run first (the smaller path); without the forward-progress rule they would spin forever
+    with pytest.raises(fc.StepBudgetExceeded):
+        f((1,), (32,), (out, np.int32(3)), exec_options=fc.ExecOptions(starve_steps=10**9, max_steps=20_000))
+
+
 GENERIC = r"""
 __device__ __noinline__ float load_generic(const float* p, int i) { return p[i]; }
 extern "C" __global__ void gen(float* out, int* iout) {

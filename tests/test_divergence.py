@@ -107,3 +107,25 @@ def test_the_gpu_gives_the_recorded_logs_and_the_interpreter_its_own(tmp_path, r
         if fresh["builds"][which]["sha256"] != record["builds"][which]["sha256"]:
             continue  # another compiler release: its own cubin, compared above with the interpreter
         assert [c["gpu"][which] for c in fresh["cases"]] == [c["gpu"][which] for c in record["cases"]], which
+
+
+def test_the_smallest_group_gate_picks_per_warp_the_fewest_lanes_then_the_lowest_pc():
+    rng = np.random.default_rng(7)
+
+    class State:
+        pass
+
+    m = State()
+    for _ in range(100):
+        m.pc = rng.choice([0x10, 0x20, 0x30, 0x1230], size=(3, 4, 32)).astype(np.int64)
+        run = rng.random((3, 4, 32)) < 0.7
+        got = M.Machine._fewest_gate(m, run)
+        for a in range(3):
+            for w in range(4):
+                r = run[a, w]
+                if not r.any():
+                    assert not got[a, w].any()
+                    continue
+                pcs, counts = np.unique(m.pc[a, w][r], return_counts=True)
+                best = min(zip(counts, pcs))[1]
+                np.testing.assert_array_equal(got[a, w], r & (m.pc[a, w] == best))

@@ -15,7 +15,7 @@ State (A = CTAs in this batch, W = warps per CTA)::
 
 Scheduling: in each warp whose runnable lanes are at several PCs (its paths), the path with the fewest lanes
 runs first, the lowest PC among paths of one size (the H200's order: gpu/kernels/probe_paths.cu's logs, with
-every split of 1 to 31 lanes they draw, in two compilers' SASS, traces/paths); among warps, the lowest PC
+splits of 1 to 31 lanes in two compilers' SASS, traces/paths); among warps, the lowest PC
 steps next, all warps at it together (one vectorised step). Lanes of a warp that took different paths meet
 again at BSYNC / WARPSYNC, as on the device. A warp whose lanes took different paths keeps running one path
 through straight-line code
@@ -23,7 +23,9 @@ through straight-line code
 may run: ptxas lets two paths of a warp share a uniform register on that rule, and the H200's outputs
 show it (campaign seed 4, traces/fuzz/h200_seed4/regressions.json). A runnable lane
 passed over for ``starve_steps`` steps runs next (at the next such point of its warp), so a warp spinning on
-a flag (a consumer polling shared memory) cannot starve the warp that will set it; a lane whose mbarrier
+a flag (a consumer polling shared memory) cannot starve the warp that will set it; within a warp, a larger
+path runs before a smaller one that waits for it only once that smaller path branches back (a loop's next
+trip: a path that only goes forward reaches its reconvergence point first); a lane whose mbarrier
 wait fails parks instead of spinning (flashsim.sass.asyncstate). ``schedule_seed`` picks instead, at
 random among the PCs that have runnable lanes, which one steps next (a different legal interleaving for
 every seed; the default is deterministic); in a kernel that uses mbarriers it also picks a random subset
@@ -468,22 +470,26 @@ class Machine:
 
     def _fewest_gate(self, run: np.ndarray) -> np.ndarray:
         """``run`` cut, in each warp with runnable lanes at more than one PC, to the lanes at the PC that has
-        the fewest of them (ties: the lowest PC): where 30 lanes fall through a branch and 2 take it, the H200 runs
-        the 2 first; 16 and 16, the fall-through side (traces/paths)."""
-        pcs = np.where(run, self.pc, -1)
-        lo = np.where(run, self.pc, _BIG).min(axis=2)
-        split = (pcs.max(axis=2) != lo) & run.any(axis=2)
+        the fewest of them (ties: the lowest PC): where 30 lanes fall through a branch and 2 take it, the H200
+        runs the 2 first; 16 and 16, the fall-through side (traces/paths)."""
+        masked = np.where(run, self.pc, _BIG)
+        lo = masked.min(axis=2)
+        split = (masked != lo[..., None]) & run
         if not split.any():
             return run
-        idx = np.nonzero(split)
-        p = pcs[idx]  # (n, 32)
-        r = run[idx]
-        cnt = ((p[:, :, None] == p[:, None, :]) & r[:, None, :]).sum(axis=2)
-        key = np.where(r, cnt.astype(np.int64) * (1 << 40) + p, np.int64(1) << 62)
-        best = key.min(axis=1)
-        keep = (key == best[:, None]) & r
+        idx = np.nonzero(split.any(axis=2))
+        p, r = masked[idx], run[idx]  # (n, 32): the split warps
+        w, lane = np.nonzero(r)
+        # one key per (warp, PC) group of runnable lanes; the best group of a warp has the fewest lanes, then
+        # the lowest PC
+        groups, count = np.unique((w.astype(np.int64) << 32) | p[w, lane], return_counts=True)
+        gw, gpc = groups >> 32, groups & 0xFFFFFFFF
+        order = np.lexsort((gpc, count, gw))
+        first = order[np.r_[True, gw[order][1:] != gw[order][:-1]]]
+        best = np.empty(len(idx[0]), np.int64)
+        best[gw[first]] = gpc[first]
         out = run.copy()
-        out[idx] = keep
+        out[idx] = r & (p == best[:, None])
         return out
 
     def _pick(self):
